@@ -1,0 +1,207 @@
+//! Argument parsing for the LOCK.* commands. Pure: bytes in, a request or a
+//! one-line error message out. Errors never echo raw user bytes (they could
+//! hold CR/LF and break the protocol).
+
+use crate::lock::Millis;
+
+/// Limits that come from the module's configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_ttl: Millis,
+    pub max_owner_len: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquireArgs<'a> {
+    pub owner: &'a [u8],
+    pub ttl: Millis,
+    /// `Some(0)` waits without limit.
+    pub wait: Option<Millis>,
+    pub reentrant: bool,
+}
+
+pub type ArgResult<T> = Result<T, String>;
+
+pub fn owner<'a>(raw: &'a [u8], limits: &Limits) -> ArgResult<&'a [u8]> {
+    if raw.is_empty() {
+        return Err("ERR owner must not be empty".into());
+    }
+    if raw.len() > limits.max_owner_len {
+        return Err(format!(
+            "ERR owner is longer than lock.max-owner-len ({} bytes)",
+            limits.max_owner_len
+        ));
+    }
+    Ok(raw)
+}
+
+/// A strictly positive decimal integer, at most `max`.
+fn positive(raw: &[u8], what: &str, max: Millis) -> ArgResult<Millis> {
+    let value = parse_u64(raw).ok_or_else(|| format!("ERR {what} must be a positive integer"))?;
+    if value == 0 {
+        return Err(format!("ERR {what} must be a positive integer"));
+    }
+    if value > max {
+        return Err(format!("ERR {what} is above the maximum ({max})"));
+    }
+    Ok(value)
+}
+
+pub fn ttl(raw: &[u8], limits: &Limits) -> ArgResult<Millis> {
+    positive(raw, "ttl-ms", limits.max_ttl)
+}
+
+/// Plain decimal digits only: no sign, no spaces, no overflow.
+fn parse_u64(raw: &[u8]) -> Option<u64> {
+    if raw.is_empty() || raw.len() > 20 {
+        return None;
+    }
+    raw.iter().try_fold(0u64, |acc, &b| {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        acc.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })
+}
+
+/// Longest WAIT accepted: about 24 days, far beyond any sane wait, and small
+/// enough to stay a valid Redis timeout.
+pub const MAX_WAIT: Millis = i32::MAX as Millis;
+
+/// `owner ttl-ms [WAIT timeout-ms] [REENTRANT]` (argv after the key).
+pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<'a>> {
+    let [raw_owner, raw_ttl, options @ ..] = args else {
+        return Err(wrong_arity("lock.acquire"));
+    };
+    let mut req = AcquireArgs {
+        owner: owner(raw_owner, limits)?,
+        ttl: ttl(raw_ttl, limits)?,
+        wait: None,
+        reentrant: false,
+    };
+    let mut rest = options.iter();
+    while let Some(opt) = rest.next() {
+        if opt.eq_ignore_ascii_case(b"REENTRANT") {
+            if req.reentrant {
+                return Err("ERR option REENTRANT given more than once".into());
+            }
+            req.reentrant = true;
+        } else if opt.eq_ignore_ascii_case(b"WAIT") {
+            if req.wait.is_some() {
+                return Err("ERR option WAIT given more than once".into());
+            }
+            let raw = rest
+                .next()
+                .ok_or_else(|| "ERR option WAIT needs a timeout-ms".to_string())?;
+            let timeout = parse_u64(raw)
+                .filter(|&t| t <= MAX_WAIT)
+                .ok_or_else(|| format!("ERR WAIT timeout-ms must be an integer from 0 to {MAX_WAIT}"))?;
+            req.wait = Some(timeout);
+        } else {
+            return Err(format!("ERR unknown option '{}'", printable(opt)));
+        }
+    }
+    Ok(req)
+}
+
+/// `owner ttl-ms` (argv after the key) for LOCK.EXTEND.
+pub fn extend<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<(&'a [u8], Millis)> {
+    match args {
+        [raw_owner, raw_ttl] => Ok((owner(raw_owner, limits)?, ttl(raw_ttl, limits)?)),
+        _ => Err(wrong_arity("lock.extend")),
+    }
+}
+
+/// `owner` (argv after the key) for LOCK.RELEASE.
+pub fn release<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<&'a [u8]> {
+    match args {
+        [raw_owner] => owner(raw_owner, limits),
+        _ => Err(wrong_arity("lock.release")),
+    }
+}
+
+pub fn wrong_arity(command: &str) -> String {
+    format!("ERR wrong number of arguments for '{command}' command")
+}
+
+/// At most 32 printable ASCII characters of a user-supplied word.
+fn printable(raw: &[u8]) -> String {
+    raw.iter()
+        .take(32)
+        .map(|&b| if b.is_ascii_graphic() { b as char } else { '?' })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const L: Limits = Limits {
+        max_ttl: 1000,
+        max_owner_len: 8,
+    };
+
+    fn parse(args: &[&str]) -> ArgResult<AcquireArgs<'static>> {
+        let v: Vec<&'static [u8]> = args
+            .iter()
+            .map(|s| -> &'static [u8] { Box::leak(s.as_bytes().to_vec().into_boxed_slice()) })
+            .collect();
+        acquire(&v, &L)
+    }
+
+    #[test]
+    fn minimal_acquire() {
+        let a = parse(&["alice", "500"]).unwrap();
+        assert_eq!((a.owner, a.ttl, a.wait, a.reentrant), (&b"alice"[..], 500, None, false));
+    }
+
+    #[test]
+    fn options_any_case_and_order() {
+        let a = parse(&["a", "5", "reentrant", "wait", "0"]).unwrap();
+        assert!(a.reentrant);
+        assert_eq!(a.wait, Some(0));
+        let a = parse(&["a", "5", "WAIT", "10", "REENTRANT"]).unwrap();
+        assert_eq!(a.wait, Some(10));
+    }
+
+    #[test]
+    fn bad_ttls_are_rejected() {
+        for bad in ["0", "-1", "1.5", "abc", "", " 5", "+5", "1001", "99999999999999999999999"] {
+            let e = parse(&["a", bad]).unwrap_err();
+            assert!(e.starts_with("ERR ttl-ms"), "{bad:?} gave {e}");
+        }
+        assert!(parse(&["a", "1000"]).is_ok());
+    }
+
+    #[test]
+    fn bad_owners_are_rejected() {
+        assert_eq!(parse(&["", "5"]).unwrap_err(), "ERR owner must not be empty");
+        assert!(parse(&["123456789", "5"]).unwrap_err().contains("max-owner-len"));
+        assert!(parse(&["12345678", "5"]).is_ok());
+    }
+
+    #[test]
+    fn bad_options_are_rejected() {
+        assert!(parse(&["a", "5", "FOO"]).unwrap_err().contains("unknown option 'FOO'"));
+        assert!(parse(&["a", "5", "REENTRANT", "reentrant"]).unwrap_err().contains("more than once"));
+        assert!(parse(&["a", "5", "WAIT"]).unwrap_err().contains("needs a timeout"));
+        assert!(parse(&["a", "5", "WAIT", "-1"]).unwrap_err().contains("WAIT timeout-ms"));
+        assert!(parse(&["a", "5", "WAIT", "1", "WAIT", "2"]).unwrap_err().contains("more than once"));
+        assert!(parse(&["a"]).unwrap_err().contains("wrong number"));
+    }
+
+    #[test]
+    fn errors_never_echo_control_bytes() {
+        let e = parse(&["a", "5", "x\r\ny"]).unwrap_err();
+        assert!(!e.contains('\r') && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn extend_and_release_arity() {
+        assert_eq!(extend(&[b"a", b"10"], &L).unwrap(), (&b"a"[..], 10));
+        assert!(extend(&[b"a"], &L).is_err());
+        assert!(extend(&[b"a", b"0"], &L).is_err());
+        assert_eq!(release(&[b"a"], &L).unwrap(), b"a");
+        assert!(release(&[b"a", b"b"], &L).is_err());
+    }
+}

@@ -1,0 +1,226 @@
+//! The LOCK.* command handlers. Each reads as parse -> decide (lock.rs) ->
+//! write the key -> reply -> replicate the effect.
+
+use crate::args;
+use crate::clock;
+use crate::config;
+use crate::fencing::TokenCounter;
+use crate::ffi::{bytes, guard, Ctx, Key, RawCtx, RawString, Slot};
+use crate::lock::{self, Acquire, Lock, Release};
+use crate::{reaper, stats};
+use std::ffi::c_int;
+
+/// The server's fencing-token counter (see `fencing.rs`).
+pub static TOKENS: TokenCounter = TokenCounter::new();
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+const OK: c_int = redis_module::raw::REDISMODULE_OK as c_int;
+
+/// Declares the `extern "C"` entry point Redis calls for a command: builds
+/// the argv slice and runs the handler behind the panic guard.
+macro_rules! entry_point {
+    ($extern_name:ident => $handler:ident) => {
+        pub extern "C" fn $extern_name(
+            ctx: RawCtx,
+            argv: *mut RawString,
+            argc: c_int,
+        ) -> c_int {
+            guard(ctx, || {
+                // SAFETY: Redis passes argc valid strings in argv.
+                let argv = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
+                $handler(Ctx(ctx), argv);
+                OK
+            })
+        }
+    };
+}
+
+entry_point!(acquire_command => acquire);
+entry_point!(release_command => release);
+entry_point!(extend_command => extend);
+entry_point!(status_command => status);
+entry_point!(apply_command => apply);
+
+/// argv after the key, as byte slices.
+fn rest(argv: &[RawString]) -> Vec<&[u8]> {
+    argv.iter().skip(2).map(|&s| bytes(s)).collect()
+}
+
+/// `LOCK.ACQUIRE key owner ttl-ms [WAIT timeout-ms] [REENTRANT]`
+fn acquire(ctx: Ctx, argv: &[RawString]) {
+    if argv.len() < 4 {
+        return ctx.error(&args::wrong_arity("lock.acquire"));
+    }
+    let name = argv[1];
+    let rest = rest(argv);
+    let req = match args::acquire(&rest, &config::limits()) {
+        Ok(req) => req,
+        Err(e) => return ctx.error(&e),
+    };
+    if req.wait.is_some() {
+        return ctx.error("ERR WAIT is not supported by this version of the lock module");
+    }
+    let now = clock::now_ms();
+    let mut key = Key::open(ctx, name, true);
+    match key.slot() {
+        Slot::WrongType => return ctx.error(WRONGTYPE),
+        Slot::Empty => {}
+        Slot::Lock(held) => match lock::acquire(Some(held), req.owner, req.ttl, req.reentrant, now) {
+            Acquire::Busy => {
+                stats::contended();
+                return ctx.reply_null();
+            }
+            Acquire::Renewed { token, .. } => {
+                reaper::deadline_changed(ctx, held);
+                ctx.replicate_apply(name, held, req.ttl);
+                return ctx.reply_int(token as i64);
+            }
+            Acquire::Free => stats::expired(), // an expired lock is replaced below
+        },
+    }
+    let granted = key.set(Lock::new(req.owner, TOKENS.next(), req.ttl, now));
+    reaper::track(ctx, name, granted);
+    stats::acquired();
+    ctx.replicate_apply(name, granted, req.ttl);
+    ctx.notify(c"lock.acquire", name);
+    ctx.reply_int(granted.token as i64);
+}
+
+/// `LOCK.RELEASE key owner` -> 1 released (or one hold dropped), 0 other
+/// owner, -1 not held.
+fn release(ctx: Ctx, argv: &[RawString]) {
+    if argv.len() != 3 {
+        return ctx.error(&args::wrong_arity("lock.release"));
+    }
+    let name = argv[1];
+    let owner = match args::release(&rest(argv), &config::limits()) {
+        Ok(owner) => owner,
+        Err(e) => return ctx.error(&e),
+    };
+    let now = clock::now_ms();
+    let mut key = Key::open(ctx, name, true);
+    let outcome = match key.slot() {
+        Slot::WrongType => return ctx.error(WRONGTYPE),
+        Slot::Empty => Release::NotHeld,
+        Slot::Lock(held) => {
+            let outcome = lock::release(Some(held), owner, now);
+            match outcome {
+                Release::HoldDropped { .. } => {
+                    ctx.replicate_apply(name, held, held.remaining(now));
+                    stats::released();
+                }
+                Release::WrongOwner => stats::wrong_owner(),
+                Release::NotHeld => expire_now(ctx, &mut key, name),
+                Release::Deleted => {
+                    key.delete();
+                    stats::released();
+                    ctx.replicate_del(name);
+                    ctx.notify(c"lock.release", name);
+                }
+            }
+            outcome
+        }
+    };
+    ctx.reply_int(outcome.reply());
+}
+
+/// Lazy expiry of a lock found past its deadline by a write command.
+fn expire_now(ctx: Ctx, key: &mut Key, name: RawString) {
+    key.delete();
+    stats::expired();
+    ctx.replicate_del(name);
+    ctx.notify(c"lock.expire", name);
+}
+
+/// `LOCK.EXTEND key owner ttl-ms` -> 1 extended, 0 other owner, -1 not held.
+fn extend(ctx: Ctx, argv: &[RawString]) {
+    if argv.len() != 4 {
+        return ctx.error(&args::wrong_arity("lock.extend"));
+    }
+    let name = argv[1];
+    let (owner, ttl) = match args::extend(&rest(argv), &config::limits()) {
+        Ok(parsed) => parsed,
+        Err(e) => return ctx.error(&e),
+    };
+    let now = clock::now_ms();
+    let mut key = Key::open(ctx, name, true);
+    let outcome = match key.slot() {
+        Slot::WrongType => return ctx.error(WRONGTYPE),
+        Slot::Empty => lock::Extend::NotHeld,
+        Slot::Lock(held) => {
+            let outcome = lock::extend(Some(held), owner, ttl, now);
+            match outcome {
+                lock::Extend::Extended => {
+                    reaper::deadline_changed(ctx, held);
+                    ctx.replicate_apply(name, held, ttl);
+                    stats::extended();
+                }
+                lock::Extend::WrongOwner => stats::wrong_owner(),
+                lock::Extend::NotHeld => expire_now(ctx, &mut key, name),
+            }
+            outcome
+        }
+    };
+    ctx.reply_int(outcome.reply());
+}
+
+/// `LOCK.STATUS key` -> map of owner, token, ttl (ms left), holds, waiters;
+/// nil when not held. Read-only: an expired lock reads as nil and is left
+/// to the reaper.
+fn status(ctx: Ctx, argv: &[RawString]) {
+    if argv.len() != 2 {
+        return ctx.error(&args::wrong_arity("lock.status"));
+    }
+    let now = clock::now_ms();
+    let mut key = Key::open(ctx, argv[1], false);
+    match key.slot() {
+        Slot::WrongType => ctx.error(WRONGTYPE),
+        Slot::Lock(held) if !held.is_expired(now) => {
+            ctx.reply_map(5);
+            ctx.reply_bytes(b"owner");
+            ctx.reply_bytes(&held.owner);
+            ctx.reply_bytes(b"token");
+            ctx.reply_int(held.token as i64);
+            ctx.reply_bytes(b"ttl");
+            ctx.reply_int(held.remaining(now) as i64);
+            ctx.reply_bytes(b"holds");
+            ctx.reply_int(i64::from(held.holds));
+            ctx.reply_bytes(b"waiters");
+            ctx.reply_int(0);
+        }
+        _ => ctx.reply_null(),
+    }
+}
+
+/// `LOCK.APPLY key owner token ttl-ms holds`: the replicated effect of a
+/// grant, renewal or extension, setting a lock's state absolutely. Only
+/// accepted from the primary and the AOF; a client cannot forge a lock.
+fn apply(ctx: Ctx, argv: &[RawString]) {
+    if !ctx.from_primary_or_aof() {
+        return ctx.error("ERR LOCK.APPLY is internal: only accepted from a primary or the AOF");
+    }
+    let [_, name, owner, token, ttl, holds] = argv else {
+        return ctx.error(&args::wrong_arity("lock.apply"));
+    };
+    let numbers = [token, ttl, holds].map(|&s| std::str::from_utf8(bytes(s)).ok()?.parse::<u64>().ok());
+    let [Some(token), Some(ttl), Some(holds)] = numbers else {
+        return ctx.error("ERR LOCK.APPLY token, ttl-ms and holds must be non-negative integers");
+    };
+    let (owner, now) = (bytes(*owner), clock::now_ms());
+    TOKENS.observe(token);
+    let mut key = Key::open(ctx, *name, true);
+    let holds = u32::try_from(holds).unwrap_or(u32::MAX).max(1);
+    if let Slot::Lock(held) = key.slot() {
+        if held.token == token && &*held.owner == owner {
+            held.deadline = now.saturating_add(ttl);
+            held.holds = holds;
+            reaper::deadline_changed(ctx, held);
+            return ctx.reply_simple(c"OK");
+        }
+    }
+    let mut fresh = Lock::new(owner, token, ttl, now);
+    fresh.holds = holds;
+    let applied = key.set(fresh);
+    reaper::track(ctx, *name, applied);
+    ctx.reply_simple(c"OK");
+}

@@ -1,0 +1,159 @@
+//! The `redislock` data type: how a lock value is saved, loaded, rewritten
+//! into the AOF, copied, measured and freed.
+//!
+//! RDB layout (encoding version 1): owner, token, remaining ttl-ms, holds.
+//! The remaining TTL (not a wall-clock deadline) is stored so a loaded lock
+//! gets at least the time it had left and a clock jump changes nothing. The
+//! token counter travels as aux data before the keyspace.
+
+use crate::clock;
+use crate::commands::TOKENS;
+use crate::expiry::Place;
+use crate::ffi::{api, bytes};
+use crate::lock::{IndexSlot, Lock};
+use crate::{reaper, stats};
+use redis_module::native_types::RedisType;
+use redis_module::raw;
+use std::ffi::{c_char, c_int, c_longlong, c_void};
+use std::mem::size_of;
+
+const ENCODING_VERSION: i32 = 1;
+
+pub static LOCK_TYPE: RedisType = RedisType::new(
+    "redislock",
+    ENCODING_VERSION,
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        mem_usage: Some(mem_usage),
+        digest: None,
+        free: Some(free),
+        aux_load: Some(aux_load),
+        aux_save: Some(aux_save),
+        aux_save2: None,
+        aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as i32,
+        free_effort: None,
+        unlink: None,
+        copy: Some(copy),
+        defrag: None,
+        copy2: None,
+        free_effort2: None,
+        mem_usage2: None,
+        unlink2: None,
+    },
+);
+
+pub fn raw_type() -> *mut raw::RedisModuleType {
+    *LOCK_TYPE.raw_type.borrow()
+}
+
+/// The lock behind a value pointer Redis hands to a type callback.
+///
+/// SAFETY: Redis only passes values it got from us, i.e. `Box<Lock>`s.
+unsafe fn value<'a>(ptr: *mut c_void) -> &'a mut Lock {
+    &mut *ptr.cast::<Lock>()
+}
+
+fn boxed(lock: Lock) -> *mut c_void {
+    stats::lock_created();
+    Box::into_raw(Box::new(lock)).cast()
+}
+
+unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, ptr: *mut c_void) {
+    let lock = value(ptr);
+    raw::save_slice(io, &lock.owner);
+    raw::save_unsigned(io, lock.token);
+    raw::save_unsigned(io, lock.remaining(clock::now_ms()));
+    raw::save_unsigned(io, u64::from(lock.holds));
+}
+
+unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    if encver != ENCODING_VERSION {
+        return std::ptr::null_mut(); // Redis reports a load error
+    }
+    let read = || -> Result<Lock, redis_module::error::Error> {
+        let owner = raw::load_string_buffer(io)?;
+        let token = raw::load_unsigned(io)?;
+        let remaining = raw::load_unsigned(io)?;
+        let holds = raw::load_unsigned(io)?;
+        let mut lock = Lock::new(owner.as_ref(), token, remaining, clock::now_ms());
+        lock.holds = u32::try_from(holds).unwrap_or(u32::MAX).max(1);
+        Ok(lock)
+    };
+    let Ok(mut lock) = read() else {
+        return std::ptr::null_mut();
+    };
+    TOKENS.observe(lock.token);
+    // RESTORE and full loads both name the key; file it for active expiry.
+    let name = api!(RedisModule_GetKeyNameFromIO)(io);
+    if !name.is_null() {
+        let place = Place {
+            db: api!(RedisModule_GetDbIdFromIO)(io),
+            key: bytes(name).into(),
+        };
+        reaper::file(&mut lock, place);
+    }
+    boxed(lock)
+}
+
+unsafe extern "C" fn aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    ptr: *mut c_void,
+) {
+    let lock = value(ptr);
+    // "sblll" matches: key, owner buffer + length, token, remaining, holds.
+    api!(RedisModule_EmitAOF)(
+        aof,
+        c"LOCK.APPLY".as_ptr(),
+        c"sblll".as_ptr(),
+        key,
+        lock.owner.as_ptr().cast::<c_char>(),
+        lock.owner.len(),
+        lock.token as c_longlong,
+        lock.remaining(clock::now_ms()) as c_longlong,
+        c_longlong::from(lock.holds),
+    );
+}
+
+unsafe extern "C" fn mem_usage(ptr: *const c_void) -> usize {
+    let lock = &*ptr.cast::<Lock>();
+    size_of::<Lock>() + lock.owner.len()
+}
+
+unsafe extern "C" fn free(ptr: *mut c_void) {
+    let lock = Box::from_raw(ptr.cast::<Lock>());
+    reaper::forget(&lock.slot);
+    stats::lock_freed();
+}
+
+/// COPY: an independent lock with the same owner, token and deadline. It is
+/// filed for expiry by the `copy_to` keyspace event (see `reaper.rs`).
+unsafe extern "C" fn copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    ptr: *const c_void,
+) -> *mut c_void {
+    let mut lock = (*ptr.cast::<Lock>()).clone();
+    lock.slot = IndexSlot::default();
+    boxed(lock)
+}
+
+unsafe extern "C" fn aux_save(io: *mut raw::RedisModuleIO, _when: c_int) {
+    raw::save_unsigned(io, TOKENS.last());
+}
+
+unsafe extern "C" fn aux_load(io: *mut raw::RedisModuleIO, encver: c_int, _when: c_int) -> c_int {
+    if encver != ENCODING_VERSION {
+        return raw::REDISMODULE_ERR as c_int;
+    }
+    match raw::load_unsigned(io) {
+        Ok(last) => {
+            TOKENS.observe(last);
+            raw::REDISMODULE_OK as c_int
+        }
+        Err(_) => raw::REDISMODULE_ERR as c_int,
+    }
+}

@@ -1,0 +1,221 @@
+//! The thin unsafe layer between Redis and the lock logic: argv access,
+//! replies, key handles and replication. Nothing here decides anything.
+
+use crate::lock::Lock;
+use redis_module::raw;
+use std::ffi::{c_char, c_int, c_longlong, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+pub type RawCtx = *mut raw::RedisModuleCtx;
+pub type RawString = *mut raw::RedisModuleString;
+
+/// Calls a Redis API function pointer. Every one of them is filled in by
+/// `RedisModule_Init` before any of our code runs, so the unwrap cannot fail.
+macro_rules! api {
+    ($name:ident) => {
+        raw::$name.unwrap()
+    };
+}
+pub(crate) use api;
+
+/// The bytes of a Redis string, borrowed for as long as the string lives.
+pub fn bytes<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
+    let mut len = 0usize;
+    // SAFETY: Redis hands us valid strings (argv, key names) that outlive the call.
+    unsafe {
+        let ptr = api!(RedisModule_StringPtrLen)(s, &mut len);
+        std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+    }
+}
+
+/// Run a command body without ever letting a panic unwind into Redis.
+pub fn guard(ctx: RawCtx, body: impl FnOnce() -> c_int) -> c_int {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
+        Ctx(ctx).error("ERR internal error in the lock module (see server log)");
+        raw::REDISMODULE_OK as c_int
+    })
+}
+
+/// A command or callback context.
+#[derive(Clone, Copy)]
+pub struct Ctx(pub RawCtx);
+
+impl Ctx {
+    pub fn reply_int(self, v: i64) {
+        // SAFETY: valid ctx for the duration of the command.
+        unsafe { api!(RedisModule_ReplyWithLongLong)(self.0, v as c_longlong) };
+    }
+    pub fn reply_null(self) {
+        // SAFETY: as above.
+        unsafe { api!(RedisModule_ReplyWithNull)(self.0) };
+    }
+    pub fn reply_bytes(self, b: &[u8]) {
+        // SAFETY: Redis copies the buffer before returning.
+        unsafe { api!(RedisModule_ReplyWithStringBuffer)(self.0, b.as_ptr().cast(), b.len()) };
+    }
+    pub fn reply_map(self, pairs: usize) {
+        // SAFETY: as above; RESP2 clients get a flat array of 2*pairs.
+        unsafe { api!(RedisModule_ReplyWithMap)(self.0, pairs as _) };
+    }
+    pub fn reply_simple(self, s: &CStr) {
+        // SAFETY: s is NUL-terminated.
+        unsafe { api!(RedisModule_ReplyWithSimpleString)(self.0, s.as_ptr()) };
+    }
+    /// `msg` must start with an error code such as `ERR ` and hold no CR/LF.
+    pub fn error(self, msg: &str) {
+        let mut buf = msg.replace(['\r', '\n', '\0'], " ").into_bytes();
+        buf.push(0);
+        // SAFETY: buf is NUL-terminated; Redis copies it.
+        unsafe { api!(RedisModule_ReplyWithError)(self.0, buf.as_ptr().cast::<c_char>()) };
+    }
+
+    pub fn flags(self) -> u32 {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_GetContextFlags)(self.0) as u32 }
+    }
+    pub fn is_replica(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
+    }
+    pub fn is_loading(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_LOADING != 0
+    }
+    /// The command arrived over the replication link or from the AOF.
+    pub fn from_primary_or_aof(self) -> bool {
+        self.flags() & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING)
+            != 0
+    }
+    pub fn selected_db(self) -> i32 {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_GetSelectedDb)(self.0) }
+    }
+    pub fn select_db(self, db: i32) -> bool {
+        // SAFETY: valid ctx; fails harmlessly for an out-of-range db.
+        unsafe { api!(RedisModule_SelectDb)(self.0, db) == raw::REDISMODULE_OK as c_int }
+    }
+
+    /// Propagate the absolute state of a lock (`LOCK.APPLY`) to replicas
+    /// and the AOF: the effect, not the command, so tokens and deadlines match.
+    pub fn replicate_apply(self, key: RawString, lock: &Lock, remaining: u64) {
+        // SAFETY: "sblll" matches the five arguments that follow.
+        unsafe {
+            api!(RedisModule_Replicate)(
+                self.0,
+                c"LOCK.APPLY".as_ptr(),
+                c"sblll".as_ptr(),
+                key,
+                lock.owner.as_ptr().cast::<c_char>(),
+                lock.owner.len(),
+                lock.token as c_longlong,
+                remaining as c_longlong,
+                c_longlong::from(lock.holds),
+            )
+        };
+    }
+
+    pub fn replicate_del(self, key: RawString) {
+        // SAFETY: "s" matches the one RedisModuleString argument.
+        unsafe { api!(RedisModule_Replicate)(self.0, c"DEL".as_ptr(), c"s".as_ptr(), key) };
+    }
+
+    /// A keyspace event of class `m` (module), e.g. `lock.acquire`.
+    pub fn notify(self, event: &CStr, key: RawString) {
+        // SAFETY: event is NUL-terminated; key is a live string.
+        unsafe {
+            api!(RedisModule_NotifyKeyspaceEvent)(
+                self.0,
+                raw::NotifyEvent::MODULE.bits(),
+                event.as_ptr(),
+                key,
+            )
+        };
+    }
+
+    pub fn create_string(self, b: &[u8]) -> OwnedString {
+        // SAFETY: Redis copies the buffer.
+        OwnedString(self, unsafe { api!(RedisModule_CreateString)(self.0, b.as_ptr().cast(), b.len()) })
+    }
+}
+
+/// A Redis string we created and must free.
+pub struct OwnedString(Ctx, pub RawString);
+
+impl Drop for OwnedString {
+    fn drop(&mut self) {
+        // SAFETY: created by RedisModule_CreateString on this ctx, freed once.
+        unsafe { api!(RedisModule_FreeString)(self.0 .0, self.1) };
+    }
+}
+
+/// What a key holds, as far as the lock commands care.
+pub enum Slot<'a> {
+    Empty,
+    Lock(&'a mut Lock),
+    WrongType,
+}
+
+/// An open key, closed on drop.
+pub struct Key {
+    ptr: *mut raw::RedisModuleKey,
+    lock_type: *mut raw::RedisModuleType,
+}
+
+impl Key {
+    pub fn open(ctx: Ctx, name: RawString, write: bool) -> Key {
+        let mode = if write {
+            raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
+        } else {
+            raw::REDISMODULE_READ
+        };
+        // SAFETY: valid ctx and key name; the handle is closed in Drop.
+        let ptr = unsafe { api!(RedisModule_OpenKey)(ctx.0, name, mode as c_int) };
+        Key {
+            ptr,
+            lock_type: crate::datatype::raw_type(),
+        }
+    }
+
+    pub fn slot(&mut self) -> Slot<'_> {
+        if self.ptr.is_null() {
+            return Slot::Empty; // read-only open of a missing key
+        }
+        // SAFETY: open handle; the value pointer is ours (checked by type) and
+        // lives until the key is modified, which needs `&mut self` again.
+        unsafe {
+            match api!(RedisModule_KeyType)(self.ptr) as isize {
+                raw::REDISMODULE_KEYTYPE_EMPTY => Slot::Empty,
+                raw::REDISMODULE_KEYTYPE_MODULE
+                    if api!(RedisModule_ModuleTypeGetType)(self.ptr) == self.lock_type =>
+                {
+                    Slot::Lock(&mut *api!(RedisModule_ModuleTypeGetValue)(self.ptr).cast::<Lock>())
+                }
+                _ => Slot::WrongType,
+            }
+        }
+    }
+
+    /// Store a lock (replacing whatever was there) and return it in place.
+    pub fn set(&mut self, lock: Lock) -> &mut Lock {
+        let value = Box::into_raw(Box::new(lock));
+        crate::stats::lock_created();
+        // SAFETY: key opened for write; Redis owns the box from here and
+        // gives it back to `datatype::free`.
+        unsafe {
+            api!(RedisModule_ModuleTypeSetValue)(self.ptr, self.lock_type, value.cast::<c_void>());
+            &mut *value
+        }
+    }
+
+    pub fn delete(&mut self) {
+        // SAFETY: key opened for write; frees the value via `datatype::free`.
+        unsafe { api!(RedisModule_DeleteKey)(self.ptr) };
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: opened by RedisModule_OpenKey, closed exactly once.
+            unsafe { api!(RedisModule_CloseKey)(self.ptr) };
+        }
+    }
+}

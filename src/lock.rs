@@ -1,0 +1,268 @@
+//! The lock rules. Pure Rust, no FFI: every decision about what happens to a
+//! lock is made here and unit-tested without a server. The command layer
+//! (`commands.rs`) only translates argv to these calls and the outcome to
+//! replies, key writes and replication.
+//!
+//! Time is a monotonic millisecond count passed in by the caller, so tests
+//! drive the clock by hand. A lock whose deadline has been reached
+//! (`now >= deadline`) is treated exactly as if the key were empty.
+
+/// Monotonic milliseconds (see `clock.rs`).
+pub type Millis = u64;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lock {
+    pub owner: Box<[u8]>,
+    /// Fencing token handed out when this holder took the lock.
+    pub token: u64,
+    /// Monotonic deadline; the lock is gone from this instant on.
+    pub deadline: Millis,
+    /// Reentrant hold count; always >= 1 while the lock exists.
+    pub holds: u32,
+    /// Where the expiry index files this lock; owned by `expiry.rs` glue.
+    pub slot: IndexSlot,
+}
+
+/// Bookkeeping for the active-expiry index: a process-unique id and the
+/// deadline under which the index currently files the lock (0 = not filed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexSlot {
+    pub id: u64,
+    pub filed_at: Millis,
+}
+
+impl Lock {
+    pub fn new(owner: &[u8], token: u64, ttl: Millis, now: Millis) -> Lock {
+        Lock {
+            owner: owner.into(),
+            token,
+            deadline: now.saturating_add(ttl),
+            holds: 1,
+            slot: IndexSlot::default(),
+        }
+    }
+
+    pub fn is_expired(&self, now: Millis) -> bool {
+        now >= self.deadline
+    }
+
+    /// Milliseconds left before the lock expires (0 once expired).
+    pub fn remaining(&self, now: Millis) -> Millis {
+        self.deadline.saturating_sub(now)
+    }
+
+    fn held_by(&self, owner: &[u8]) -> bool {
+        &*self.owner == owner
+    }
+}
+
+/// What `acquire` decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquire {
+    /// No live lock: the caller creates a new one with a fresh token.
+    Free,
+    /// Same owner again: TTL refreshed (and hold count raised if REENTRANT);
+    /// the existing token is the reply.
+    Renewed { token: u64, holds: u32 },
+    /// Held by another owner.
+    Busy,
+}
+
+/// Decide an acquire on `current` (the key's lock, if any). Mutates a lock
+/// held by the same owner in place.
+pub fn acquire(
+    current: Option<&mut Lock>,
+    owner: &[u8],
+    ttl: Millis,
+    reentrant: bool,
+    now: Millis,
+) -> Acquire {
+    match current {
+        Some(lock) if !lock.is_expired(now) => {
+            if !lock.held_by(owner) {
+                return Acquire::Busy;
+            }
+            lock.deadline = now.saturating_add(ttl);
+            if reentrant {
+                lock.holds = lock.holds.saturating_add(1);
+            }
+            Acquire::Renewed {
+                token: lock.token,
+                holds: lock.holds,
+            }
+        }
+        _ => Acquire::Free,
+    }
+}
+
+/// What `release` decided. Replies: Deleted/HoldDropped -> 1,
+/// WrongOwner -> 0, NotHeld -> -1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Last hold dropped: the caller deletes the key.
+    Deleted,
+    /// One reentrant hold dropped; the lock stays with its deadline.
+    HoldDropped { holds: u32 },
+    WrongOwner,
+    NotHeld,
+}
+
+pub fn release(current: Option<&mut Lock>, owner: &[u8], now: Millis) -> Release {
+    match current {
+        Some(lock) if !lock.is_expired(now) => {
+            if !lock.held_by(owner) {
+                Release::WrongOwner
+            } else if lock.holds > 1 {
+                lock.holds -= 1;
+                Release::HoldDropped { holds: lock.holds }
+            } else {
+                Release::Deleted
+            }
+        }
+        _ => Release::NotHeld,
+    }
+}
+
+/// What `extend` decided. Replies: Extended -> 1, WrongOwner -> 0, NotHeld -> -1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extend {
+    Extended,
+    WrongOwner,
+    NotHeld,
+}
+
+/// Set the deadline to `now + ttl` (it may shorten the lock: the owner asked).
+pub fn extend(current: Option<&mut Lock>, owner: &[u8], ttl: Millis, now: Millis) -> Extend {
+    match current {
+        Some(lock) if !lock.is_expired(now) => {
+            if !lock.held_by(owner) {
+                return Extend::WrongOwner;
+            }
+            lock.deadline = now.saturating_add(ttl);
+            Extend::Extended
+        }
+        _ => Extend::NotHeld,
+    }
+}
+
+impl Release {
+    pub fn reply(self) -> i64 {
+        match self {
+            Release::Deleted | Release::HoldDropped { .. } => 1,
+            Release::WrongOwner => 0,
+            Release::NotHeld => -1,
+        }
+    }
+}
+
+impl Extend {
+    pub fn reply(self) -> i64 {
+        match self {
+            Extend::Extended => 1,
+            Extend::WrongOwner => 0,
+            Extend::NotHeld => -1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(owner: &str, token: u64, ttl: Millis, now: Millis) -> Lock {
+        Lock::new(owner.as_bytes(), token, ttl, now)
+    }
+
+    #[test]
+    fn free_key_is_free() {
+        assert_eq!(acquire(None, b"a", 100, false, 0), Acquire::Free);
+    }
+
+    #[test]
+    fn same_owner_refreshes_ttl_and_keeps_token() {
+        let mut l = held("a", 7, 100, 0);
+        let r = acquire(Some(&mut l), b"a", 500, false, 50);
+        assert_eq!(r, Acquire::Renewed { token: 7, holds: 1 });
+        assert_eq!(l.deadline, 550);
+        assert_eq!(l.holds, 1, "non-reentrant retry must not add holds");
+    }
+
+    #[test]
+    fn other_owner_is_busy_and_changes_nothing() {
+        let mut l = held("a", 7, 100, 0);
+        let before = l.clone();
+        assert_eq!(acquire(Some(&mut l), b"b", 500, true, 99), Acquire::Busy);
+        assert_eq!(l, before);
+    }
+
+    #[test]
+    fn expiry_is_exactly_at_the_deadline() {
+        let mut l = held("a", 7, 100, 0);
+        assert!(!l.is_expired(99));
+        assert!(l.is_expired(100));
+        assert_eq!(l.remaining(99), 1);
+        assert_eq!(l.remaining(100), 0);
+        assert_eq!(acquire(Some(&mut l), b"b", 10, false, 99), Acquire::Busy);
+        assert_eq!(acquire(Some(&mut l), b"b", 10, false, 100), Acquire::Free);
+        assert_eq!(release(Some(&mut l), b"a", 100), Release::NotHeld);
+        assert_eq!(extend(Some(&mut l), b"a", 10, 100), Extend::NotHeld);
+    }
+
+    #[test]
+    fn reentrant_holds_count_up_and_down() {
+        let mut l = held("a", 3, 100, 0);
+        assert_eq!(
+            acquire(Some(&mut l), b"a", 100, true, 1),
+            Acquire::Renewed { token: 3, holds: 2 }
+        );
+        assert_eq!(
+            acquire(Some(&mut l), b"a", 100, true, 2),
+            Acquire::Renewed { token: 3, holds: 3 }
+        );
+        assert_eq!(release(Some(&mut l), b"a", 3), Release::HoldDropped { holds: 2 });
+        assert_eq!(release(Some(&mut l), b"a", 3), Release::HoldDropped { holds: 1 });
+        assert_eq!(release(Some(&mut l), b"a", 3), Release::Deleted);
+    }
+
+    #[test]
+    fn release_by_wrong_owner_changes_nothing() {
+        let mut l = held("a", 3, 100, 0);
+        let before = l.clone();
+        assert_eq!(release(Some(&mut l), b"b", 5), Release::WrongOwner);
+        assert_eq!(l, before);
+        assert_eq!(release(None, b"a", 5), Release::NotHeld);
+        assert_eq!(Release::WrongOwner.reply(), 0);
+        assert_eq!(Release::NotHeld.reply(), -1);
+        assert_eq!(Release::Deleted.reply(), 1);
+    }
+
+    #[test]
+    fn extend_sets_new_deadline_only_for_owner() {
+        let mut l = held("a", 3, 100, 0);
+        assert_eq!(extend(Some(&mut l), b"b", 1000, 10), Extend::WrongOwner);
+        assert_eq!(l.deadline, 100);
+        assert_eq!(extend(Some(&mut l), b"a", 1000, 10), Extend::Extended);
+        assert_eq!(l.deadline, 1010);
+        assert_eq!(extend(Some(&mut l), b"a", 5, 20), Extend::Extended);
+        assert_eq!(l.deadline, 25, "extend may shorten");
+        assert_eq!(extend(None, b"a", 5, 20), Extend::NotHeld);
+    }
+
+    #[test]
+    fn binary_owners_compare_by_bytes() {
+        let mut l = Lock::new(b"a\0b", 1, 100, 0);
+        assert_eq!(acquire(Some(&mut l), b"a\0c", 100, false, 1), Acquire::Busy);
+        assert_eq!(acquire(Some(&mut l), b"a", 100, false, 1), Acquire::Busy);
+        assert!(matches!(
+            acquire(Some(&mut l), b"a\0b", 100, false, 1),
+            Acquire::Renewed { .. }
+        ));
+    }
+
+    #[test]
+    fn deadlines_saturate() {
+        let l = Lock::new(b"a", 1, u64::MAX, 5);
+        assert_eq!(l.deadline, u64::MAX);
+        assert!(!l.is_expired(u64::MAX - 1));
+    }
+}
