@@ -93,9 +93,9 @@ pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<
             let raw = rest
                 .next()
                 .ok_or_else(|| "ERR option WAIT needs a timeout-ms".to_string())?;
-            let timeout = parse_u64(raw)
-                .filter(|&t| t <= MAX_WAIT)
-                .ok_or_else(|| format!("ERR WAIT timeout-ms must be an integer from 0 to {MAX_WAIT}"))?;
+            let timeout = parse_u64(raw).filter(|&t| t <= MAX_WAIT).ok_or_else(|| {
+                format!("ERR WAIT timeout-ms must be an integer from 0 to {MAX_WAIT}")
+            })?;
             req.wait = Some(timeout);
         } else {
             return Err(format!("ERR unknown option '{}'", printable(opt)));
@@ -152,7 +152,10 @@ mod tests {
     #[test]
     fn minimal_acquire() {
         let a = parse(&["alice", "500"]).unwrap();
-        assert_eq!((a.owner, a.ttl, a.wait, a.reentrant), (&b"alice"[..], 500, None, false));
+        assert_eq!(
+            (a.owner, a.ttl, a.wait, a.reentrant),
+            (&b"alice"[..], 500, None, false)
+        );
     }
 
     #[test]
@@ -166,7 +169,17 @@ mod tests {
 
     #[test]
     fn bad_ttls_are_rejected() {
-        for bad in ["0", "-1", "1.5", "abc", "", " 5", "+5", "1001", "99999999999999999999999"] {
+        for bad in [
+            "0",
+            "-1",
+            "1.5",
+            "abc",
+            "",
+            " 5",
+            "+5",
+            "1001",
+            "99999999999999999999999",
+        ] {
             let e = parse(&["a", bad]).unwrap_err();
             assert!(e.starts_with("ERR ttl-ms"), "{bad:?} gave {e}");
         }
@@ -175,18 +188,33 @@ mod tests {
 
     #[test]
     fn bad_owners_are_rejected() {
-        assert_eq!(parse(&["", "5"]).unwrap_err(), "ERR owner must not be empty");
-        assert!(parse(&["123456789", "5"]).unwrap_err().contains("max-owner-len"));
+        assert_eq!(
+            parse(&["", "5"]).unwrap_err(),
+            "ERR owner must not be empty"
+        );
+        assert!(parse(&["123456789", "5"])
+            .unwrap_err()
+            .contains("max-owner-len"));
         assert!(parse(&["12345678", "5"]).is_ok());
     }
 
     #[test]
     fn bad_options_are_rejected() {
-        assert!(parse(&["a", "5", "FOO"]).unwrap_err().contains("unknown option 'FOO'"));
-        assert!(parse(&["a", "5", "REENTRANT", "reentrant"]).unwrap_err().contains("more than once"));
-        assert!(parse(&["a", "5", "WAIT"]).unwrap_err().contains("needs a timeout"));
-        assert!(parse(&["a", "5", "WAIT", "-1"]).unwrap_err().contains("WAIT timeout-ms"));
-        assert!(parse(&["a", "5", "WAIT", "1", "WAIT", "2"]).unwrap_err().contains("more than once"));
+        assert!(parse(&["a", "5", "FOO"])
+            .unwrap_err()
+            .contains("unknown option 'FOO'"));
+        assert!(parse(&["a", "5", "REENTRANT", "reentrant"])
+            .unwrap_err()
+            .contains("more than once"));
+        assert!(parse(&["a", "5", "WAIT"])
+            .unwrap_err()
+            .contains("needs a timeout"));
+        assert!(parse(&["a", "5", "WAIT", "-1"])
+            .unwrap_err()
+            .contains("WAIT timeout-ms"));
+        assert!(parse(&["a", "5", "WAIT", "1", "WAIT", "2"])
+            .unwrap_err()
+            .contains("more than once"));
         assert!(parse(&["a"]).unwrap_err().contains("wrong number"));
     }
 

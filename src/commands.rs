@@ -20,11 +20,7 @@ const OK: c_int = redis_module::raw::REDISMODULE_OK as c_int;
 /// the argv slice and runs the handler behind the panic guard.
 macro_rules! entry_point {
     ($extern_name:ident => $handler:ident) => {
-        pub extern "C" fn $extern_name(
-            ctx: RawCtx,
-            argv: *mut RawString,
-            argc: c_int,
-        ) -> c_int {
+        pub extern "C" fn $extern_name(ctx: RawCtx, argv: *mut RawString, argc: c_int) -> c_int {
             guard(ctx, || {
                 // SAFETY: Redis passes argc valid strings in argv.
                 let argv = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
@@ -65,7 +61,8 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     match key.slot() {
         Slot::WrongType => return ctx.error(WRONGTYPE),
         Slot::Empty => {}
-        Slot::Lock(held) => match lock::acquire(Some(held), req.owner, req.ttl, req.reentrant, now) {
+        Slot::Lock(held) => match lock::acquire(Some(held), req.owner, req.ttl, req.reentrant, now)
+        {
             Acquire::Busy => {
                 stats::contended();
                 return ctx.reply_null();
@@ -202,7 +199,8 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
     let [_, name, owner, token, ttl, holds] = argv else {
         return ctx.error(&args::wrong_arity("lock.apply"));
     };
-    let numbers = [token, ttl, holds].map(|&s| std::str::from_utf8(bytes(s)).ok()?.parse::<u64>().ok());
+    let numbers =
+        [token, ttl, holds].map(|&s| std::str::from_utf8(bytes(s)).ok()?.parse::<u64>().ok());
     let [Some(token), Some(ttl), Some(holds)] = numbers else {
         return ctx.error("ERR LOCK.APPLY token, ttl-ms and holds must be non-negative integers");
     };

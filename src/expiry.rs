@@ -140,7 +140,10 @@ mod tests {
         let mut ix = ExpiryIndex::new();
         let mut a = IndexSlot::default();
         ix.file(&mut a, 200, place("a"));
-        assert!(ix.move_earlier(&mut a, 500), "later deadline: lazily refiled when due");
+        assert!(
+            ix.move_earlier(&mut a, 500),
+            "later deadline: lazily refiled when due"
+        );
         assert_eq!(ix.next_deadline(), Some(200));
         assert!(ix.move_earlier(&mut a, 50));
         assert_eq!(ix.next_deadline(), Some(50));

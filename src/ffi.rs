@@ -132,7 +132,9 @@ impl Ctx {
 
     pub fn create_string(self, b: &[u8]) -> OwnedString {
         // SAFETY: Redis copies the buffer.
-        OwnedString(self, unsafe { api!(RedisModule_CreateString)(self.0, b.as_ptr().cast(), b.len()) })
+        OwnedString(self, unsafe {
+            api!(RedisModule_CreateString)(self.0, b.as_ptr().cast(), b.len())
+        })
     }
 }
 
@@ -217,5 +219,50 @@ impl Drop for Key {
             // SAFETY: opened by RedisModule_OpenKey, closed exactly once.
             unsafe { api!(RedisModule_CloseKey)(self.ptr) };
         }
+    }
+}
+
+/// Attach arity, a one-line summary and a key spec (the key at argv[1],
+/// with `key_flags`) to a created command, for COMMAND INFO/DOCS and ACLs.
+pub fn describe_command(
+    ctx: RawCtx,
+    name: &CStr,
+    arity: c_int,
+    key_flags: u32,
+    summary: &'static CStr,
+) -> bool {
+    use raw::{
+        RedisModuleCommandArg as Arg, RedisModuleCommandHistoryEntry as History,
+        RedisModuleCommandKeySpec as Spec,
+    };
+    let version = Box::leak(Box::new(raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<History>(),
+        sizeof_keyspec: std::mem::size_of::<Spec>(),
+        sizeof_arg: std::mem::size_of::<Arg>(),
+    }));
+    // SAFETY: all-zero is the documented terminator / "unset" for these C structs.
+    let mut specs: [Spec; 2] = unsafe { std::mem::zeroed() };
+    specs[0].flags = u64::from(key_flags);
+    specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    specs[0].bs.index.pos = 1;
+    specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+    specs[0].fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+        lastkey: 0,
+        keystep: 1,
+        limit: 0,
+    };
+    // SAFETY: as above; Redis copies what it needs from the info struct.
+    let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
+    info.version = version;
+    info.summary = summary.as_ptr();
+    info.since = c"0.1.0".as_ptr();
+    info.arity = arity;
+    info.key_specs = specs.as_mut_ptr();
+    // SAFETY: valid ctx during OnLoad; the command was just created.
+    unsafe {
+        let command = api!(RedisModule_GetCommand)(ctx, name.as_ptr());
+        !command.is_null()
+            && api!(RedisModule_SetCommandInfo)(command, &info) == raw::REDISMODULE_OK as c_int
     }
 }

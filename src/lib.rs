@@ -34,13 +34,59 @@ const ALLOCATOR: Allocator = std::alloc::System;
 
 type Handler = extern "C" fn(RawCtx, *mut ffi::RawString, c_int) -> c_int;
 
-/// name, handler, flags. Every command has its key at argv[1].
-const COMMANDS: [(&CStr, Handler, &CStr); 5] = [
-    (c"lock.acquire", commands::acquire_command, c"write deny-oom fast"),
-    (c"lock.release", commands::release_command, c"write fast"),
-    (c"lock.extend", commands::extend_command, c"write deny-oom fast"),
-    (c"lock.status", commands::status_command, c"readonly fast"),
-    (c"lock.apply", commands::apply_command, c"write"),
+struct CommandSpec {
+    name: &'static CStr,
+    handler: Handler,
+    flags: &'static CStr,
+    /// Redis arity: N exactly, -N at least N (command name included).
+    arity: c_int,
+    /// What the command does to its key (argv[1]), for key specs and ACLs.
+    key_flags: u32,
+    summary: &'static CStr,
+}
+
+const RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
+const COMMANDS: [CommandSpec; 5] = [
+    CommandSpec {
+        name: c"lock.acquire",
+        handler: commands::acquire_command,
+        flags: c"write deny-oom fast",
+        arity: -4,
+        key_flags: RW | raw::REDISMODULE_CMD_KEY_INSERT,
+        summary: c"Take a lock for an owner with a TTL; replies a fencing token, or nil when held by another owner",
+    },
+    CommandSpec {
+        name: c"lock.release",
+        handler: commands::release_command,
+        flags: c"write fast",
+        arity: 3,
+        key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE,
+        summary: c"Release a lock held by owner: 1 released, 0 held by another owner, -1 not held",
+    },
+    CommandSpec {
+        name: c"lock.extend",
+        handler: commands::extend_command,
+        flags: c"write deny-oom fast",
+        arity: 4,
+        key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE,
+        summary: c"Set a held lock's TTL: 1 extended, 0 held by another owner, -1 not held",
+    },
+    CommandSpec {
+        name: c"lock.status",
+        handler: commands::status_command,
+        flags: c"readonly fast",
+        arity: 2,
+        key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
+        summary: c"Owner, token, ttl, holds and waiters of a lock; nil when not held",
+    },
+    CommandSpec {
+        name: c"lock.apply",
+        handler: commands::apply_command,
+        flags: c"write",
+        arity: 6,
+        key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
+        summary: c"Internal: the replicated state of a lock (accepted from a primary or the AOF only)",
+    },
 ];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
@@ -51,9 +97,19 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // SAFETY: called once from RedisModule_OnLoad with a valid ctx; all
     // names and flag strings are NUL-terminated statics.
     unsafe {
-        for (name, handler, flags) in COMMANDS {
-            let created = api!(RedisModule_CreateCommand)(ctx, name.as_ptr(), Some(handler), flags.as_ptr(), 1, 1, 1);
-            if created != raw::REDISMODULE_OK as c_int {
+        for c in COMMANDS {
+            let created = api!(RedisModule_CreateCommand)(
+                ctx,
+                c.name.as_ptr(),
+                Some(c.handler),
+                c.flags.as_ptr(),
+                1,
+                1,
+                1,
+            );
+            if created != raw::REDISMODULE_OK as c_int
+                || !ffi::describe_command(ctx, c.name, c.arity, c.key_flags, c.summary)
+            {
                 return Status::Err;
             }
         }

@@ -102,7 +102,9 @@ pub enum Release {
     /// Last hold dropped: the caller deletes the key.
     Deleted,
     /// One reentrant hold dropped; the lock stays with its deadline.
-    HoldDropped { holds: u32 },
+    HoldDropped {
+        holds: u32,
+    },
     WrongOwner,
     NotHeld,
 }
@@ -219,8 +221,14 @@ mod tests {
             acquire(Some(&mut l), b"a", 100, true, 2),
             Acquire::Renewed { token: 3, holds: 3 }
         );
-        assert_eq!(release(Some(&mut l), b"a", 3), Release::HoldDropped { holds: 2 });
-        assert_eq!(release(Some(&mut l), b"a", 3), Release::HoldDropped { holds: 1 });
+        assert_eq!(
+            release(Some(&mut l), b"a", 3),
+            Release::HoldDropped { holds: 2 }
+        );
+        assert_eq!(
+            release(Some(&mut l), b"a", 3),
+            Release::HoldDropped { holds: 1 }
+        );
         assert_eq!(release(Some(&mut l), b"a", 3), Release::Deleted);
     }
 

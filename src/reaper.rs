@@ -28,7 +28,9 @@ const BUDGET: usize = 1000;
 const REPLICA_RECHECK_MS: Millis = 100;
 
 fn index() -> MutexGuard<'static, ExpiryIndex> {
-    INDEX.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    INDEX
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 pub fn indexed() -> usize {
