@@ -193,7 +193,7 @@ fn status(ctx: Ctx, argv: &[RawString]) {
 /// grant, renewal or extension, setting a lock's state absolutely. Only
 /// accepted from the primary and the AOF; a client cannot forge a lock.
 fn apply(ctx: Ctx, argv: &[RawString]) {
-    if !ctx.from_primary_or_aof() {
+    if !ctx.is_replicated_or_aof() {
         return ctx.error("ERR LOCK.APPLY is internal: only accepted from a primary or the AOF");
     }
     let [_, name, owner, token, ttl, holds] = argv else {

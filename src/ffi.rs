@@ -80,7 +80,7 @@ impl Ctx {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_LOADING != 0
     }
     /// The command arrived over the replication link or from the AOF.
-    pub fn from_primary_or_aof(self) -> bool {
+    pub fn is_replicated_or_aof(self) -> bool {
         self.flags() & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING)
             != 0
     }

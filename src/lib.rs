@@ -117,7 +117,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         let moved_in = raw::NotifyEvent::GENERIC.bits();
         api!(RedisModule_SubscribeToKeyspaceEvents)(ctx, moved_in, Some(reaper::on_keyspace_event));
         let cron = raw::RedisModuleEvent {
-            id: raw::REDISMODULE_EVENT_CRON_LOOP as u64,
+            id: raw::REDISMODULE_EVENT_CRON_LOOP,
             dataver: 1,
         };
         api!(RedisModule_SubscribeToServerEvent)(ctx, cron, Some(reaper::on_cron));
