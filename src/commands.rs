@@ -7,7 +7,7 @@ use crate::config;
 use crate::fencing::TokenCounter;
 use crate::ffi::{bytes, guard, Ctx, Key, RawCtx, RawString, Slot};
 use crate::lock::{self, Acquire, Lock, Release};
-use crate::{reaper, stats};
+use crate::stats;
 use std::ffi::c_int;
 
 /// The server's fencing-token counter (see `fencing.rs`).
@@ -68,7 +68,6 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
                 return ctx.reply_null();
             }
             Acquire::Renewed { token, .. } => {
-                reaper::deadline_changed(ctx, held);
                 ctx.replicate_apply(name, held, req.ttl);
                 return ctx.reply_int(token as i64);
             }
@@ -76,7 +75,6 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
         },
     }
     let granted = key.set(Lock::new(req.owner, TOKENS.next(), req.ttl, now));
-    reaper::track(ctx, name, granted);
     stats::acquired();
     ctx.replicate_apply(name, granted, req.ttl);
     ctx.notify(c"lock.acquire", name);
@@ -148,7 +146,6 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
             let outcome = lock::extend(Some(held), owner, ttl, now);
             match outcome {
                 lock::Extend::Extended => {
-                    reaper::deadline_changed(ctx, held);
                     ctx.replicate_apply(name, held, ttl);
                     stats::extended();
                 }
@@ -212,13 +209,11 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
         if held.token == token && &*held.owner == owner {
             held.deadline = now.saturating_add(ttl);
             held.holds = holds;
-            reaper::deadline_changed(ctx, held);
             return ctx.reply_simple(c"OK");
         }
     }
     let mut fresh = Lock::new(owner, token, ttl, now);
     fresh.holds = holds;
-    let applied = key.set(fresh);
-    reaper::track(ctx, *name, applied);
+    key.set(fresh);
     ctx.reply_simple(c"OK");
 }

@@ -8,10 +8,8 @@
 
 use crate::clock;
 use crate::commands::TOKENS;
-use crate::expiry::Place;
-use crate::ffi::{api, bytes};
-use crate::lock::{IndexSlot, Lock};
-use crate::{reaper, stats};
+use crate::lock::Lock;
+use crate::stats;
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 use std::ffi::{c_char, c_int, c_longlong, c_void};
@@ -82,19 +80,10 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
         lock.holds = u32::try_from(holds).unwrap_or(u32::MAX).max(1);
         Ok(lock)
     };
-    let Ok(mut lock) = read() else {
+    let Ok(lock) = read() else {
         return std::ptr::null_mut();
     };
     TOKENS.observe(lock.token);
-    // RESTORE and full loads both name the key; file it for active expiry.
-    let name = api!(RedisModule_GetKeyNameFromIO)(io);
-    if !name.is_null() {
-        let place = Place {
-            db: api!(RedisModule_GetDbIdFromIO)(io),
-            key: bytes(name).into(),
-        };
-        reaper::file(&mut lock, place);
-    }
     boxed(lock)
 }
 
@@ -105,7 +94,7 @@ unsafe extern "C" fn aof_rewrite(
 ) {
     let lock = value(ptr);
     // "sblll" matches: key, owner buffer + length, token, remaining, holds.
-    api!(RedisModule_EmitAOF)(
+    crate::ffi::api!(RedisModule_EmitAOF)(
         aof,
         c"LOCK.APPLY".as_ptr(),
         c"sblll".as_ptr(),
@@ -124,21 +113,17 @@ unsafe extern "C" fn mem_usage(ptr: *const c_void) -> usize {
 }
 
 unsafe extern "C" fn free(ptr: *mut c_void) {
-    let lock = Box::from_raw(ptr.cast::<Lock>());
-    reaper::forget(&lock.slot);
+    drop(Box::from_raw(ptr.cast::<Lock>()));
     stats::lock_freed();
 }
 
-/// COPY: an independent lock with the same owner, token and deadline. It is
-/// filed for expiry by the `copy_to` keyspace event (see `reaper.rs`).
+/// COPY: an independent lock with the same owner, token and deadline.
 unsafe extern "C" fn copy(
     _from: *mut raw::RedisModuleString,
     _to: *mut raw::RedisModuleString,
     ptr: *const c_void,
 ) -> *mut c_void {
-    let mut lock = (*ptr.cast::<Lock>()).clone();
-    lock.slot = IndexSlot::default();
-    boxed(lock)
+    boxed((*ptr.cast::<Lock>()).clone())
 }
 
 unsafe extern "C" fn aux_save(io: *mut raw::RedisModuleIO, _when: c_int) {

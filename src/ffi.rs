@@ -195,6 +195,16 @@ impl Key {
         }
     }
 
+    /// The lock behind a key handle Redis opened for us (SCAN callback).
+    pub fn peek<'a>(key: *mut raw::RedisModuleKey) -> Option<&'a Lock> {
+        // SAFETY: a live key handle; the value is ours when the type matches.
+        unsafe {
+            (!key.is_null()
+                && api!(RedisModule_ModuleTypeGetType)(key) == crate::datatype::raw_type())
+            .then(|| &*api!(RedisModule_ModuleTypeGetValue)(key).cast::<Lock>())
+        }
+    }
+
     /// Store a lock (replacing whatever was there) and return it in place.
     pub fn set(&mut self, lock: Lock) -> &mut Lock {
         let value = Box::into_raw(Box::new(lock));

@@ -8,7 +8,6 @@ pub mod clock;
 mod commands;
 pub mod config;
 mod datatype;
-pub mod expiry;
 pub mod fencing;
 mod ffi;
 pub mod lock;
@@ -114,8 +113,6 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             }
         }
         api!(RedisModule_RegisterInfoFunc)(ctx, Some(stats::info));
-        let moved_in = raw::NotifyEvent::GENERIC.bits();
-        api!(RedisModule_SubscribeToKeyspaceEvents)(ctx, moved_in, Some(reaper::on_keyspace_event));
         let cron = raw::RedisModuleEvent {
             id: raw::REDISMODULE_EVENT_CRON_LOOP,
             dataver: 1,

@@ -19,16 +19,6 @@ pub struct Lock {
     pub deadline: Millis,
     /// Reentrant hold count; always >= 1 while the lock exists.
     pub holds: u32,
-    /// Where the expiry index files this lock; owned by `expiry.rs` glue.
-    pub slot: IndexSlot,
-}
-
-/// Bookkeeping for the active-expiry index: a process-unique id and the
-/// deadline under which the index currently files the lock (0 = not filed).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct IndexSlot {
-    pub id: u64,
-    pub filed_at: Millis,
 }
 
 impl Lock {
@@ -38,7 +28,6 @@ impl Lock {
             token,
             deadline: now.saturating_add(ttl),
             holds: 1,
-            slot: IndexSlot::default(),
         }
     }
 

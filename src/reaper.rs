@@ -1,169 +1,205 @@
 //! Active expiry: expired locks disappear without being touched.
 //!
-//! Driven by a module timer armed for the earliest deadline in the index,
-//! with the server cron (`CronLoop` event, monotonic in the event loop) as a
-//! backstop: module timers follow the wall clock on Redis 7.0, so a clock
-//! jumped backwards would otherwise delay them. Replicas and loading servers
-//! never expire anything themselves; they follow the primary's `DEL`.
+//! On every server cron tick (`CronLoop` event, `hz` times a second, driven
+//! by the event loop's monotonic clock, so a wall-clock jump neither speeds
+//! nor stalls it) the reaper sweeps the keyspace with a SCAN cursor that
+//! survives between ticks, and deletes the locks it finds past their
+//! deadline. Like Redis's own active expiry it works harder while it keeps
+//! finding expired locks, within a small time budget per tick.
+//!
+//! There is no per-lock deadline index: it would cost more memory than the
+//! lock itself. Correctness never waits for the reaper: every command treats
+//! a lock past its deadline as absent (lazy expiry). Replicas and loading
+//! servers never expire anything themselves; they follow the primary's `DEL`.
 
 use crate::clock;
-use crate::expiry::{ExpiryIndex, Place};
-use crate::ffi::{bytes, Ctx, Key, RawString, Slot};
-use crate::lock::{IndexSlot, Lock, Millis};
+use crate::ffi::{api, bytes, Ctx, Key, Slot};
+use crate::lock::Millis;
 use crate::stats;
-use redis_module::{raw, Context, RedisModuleTimerID};
-use std::ffi::{c_char, c_int, CStr};
-use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use redis_module::raw;
+use std::ffi::c_void;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-/// Locked briefly and never across a Redis call that may free a value
-/// (freeing a lock takes this mutex too, possibly on a lazy-free thread).
-static INDEX: Mutex<ExpiryIndex> = Mutex::new(ExpiryIndex::new());
-/// The pending timer and the deadline it was armed for (main thread only).
-static ARMED: Mutex<Option<(RedisModuleTimerID, Millis)>> = Mutex::new(None);
+/// Keys looked at per tick even when nothing expires (with `hz 10`, a
+/// million locks are swept in under two minutes).
+const MIN_KEYS_PER_TICK: usize = 1000;
+/// Most time one tick may take (2% of a core with `hz 10`).
+const TICK_BUDGET: Duration = Duration::from_millis(2);
 
-/// Expirations per tick at most, so a mass expiry cannot stall the server.
-const BUDGET: usize = 1000;
-/// How soon a replica looks again at a lock the primary has not deleted yet.
-const REPLICA_RECHECK_MS: Millis = 100;
-
-fn index() -> MutexGuard<'static, ExpiryIndex> {
-    INDEX
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// When to stop sweeping in this tick. Pure, so the policy is unit-tested.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Effort {
+    pub scanned: usize,
+    pub expired: usize,
 }
 
-pub fn indexed() -> usize {
-    index().len()
-}
-
-/// File a lock for expiry at its deadline (new lock, loaded, renamed, copied).
-pub fn file(lock: &mut Lock, place: Place) {
-    index().file(&mut lock.slot, lock.deadline, place);
-}
-
-/// File a lock that lives at `key` in the selected db, and arm the timer.
-pub fn track(ctx: Ctx, key: RawString, lock: &mut Lock) {
-    let place = Place {
-        db: ctx.selected_db(),
-        key: bytes(key).into(),
-    };
-    file(lock, place);
-    arm(ctx);
-}
-
-/// The lock's deadline changed (renewed, extended, replicated).
-pub fn deadline_changed(ctx: Ctx, lock: &mut Lock) {
-    if index().move_earlier(&mut lock.slot, lock.deadline) {
-        arm(ctx);
+impl Effort {
+    /// Keep going while under budget and either below the minimum or still
+    /// finding at least one expired lock in ten.
+    pub fn keep_going(&self, elapsed: Duration) -> bool {
+        elapsed < TICK_BUDGET
+            && (self.scanned < MIN_KEYS_PER_TICK || self.expired * 10 >= self.scanned)
     }
 }
 
-/// The lock value is being freed.
-pub fn forget(slot: &IndexSlot) {
-    index().forget(slot);
+/// The sweep position: a db and a SCAN cursor in it (main thread only).
+struct Sweep {
+    db: i32,
+    cursor: *mut raw::RedisModuleScanCursor,
 }
 
-/// (Re)arm the timer if the earliest deadline is sooner than it is set for.
-fn arm(ctx: Ctx) {
-    let Some(next) = index().next_deadline() else {
-        return;
-    };
-    let mut armed = ARMED.lock().unwrap_or_else(|p| p.into_inner());
-    if matches!(*armed, Some((_, at)) if at <= next) {
-        return;
-    }
-    let context = Context::new(ctx.0);
-    if let Some((old, _)) = armed.take() {
-        let _ = context.stop_timer::<()>(old); // may have fired already
-    }
-    let delay = next.saturating_sub(clock::now_ms());
-    let id = context.create_timer(Duration::from_millis(delay), on_timer, ());
-    *armed = Some((id, next));
-}
+// SAFETY: only the main thread (cron callback) ever touches the cursor.
+unsafe impl Send for Sweep {}
 
-fn on_timer(context: &Context, _: ()) {
-    *ARMED.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    tick(Ctx(context.ctx));
-}
+static SWEEP: Mutex<Option<Sweep>> = Mutex::new(None);
 
-/// `CronLoop` server event: the backstop tick.
+/// `CronLoop` server event.
 pub unsafe extern "C" fn on_cron(
     ctx: *mut raw::RedisModuleCtx,
     _event: raw::RedisModuleEvent,
     _subevent: u64,
-    _data: *mut std::ffi::c_void,
+    _data: *mut c_void,
 ) {
     let _ = std::panic::catch_unwind(|| tick(Ctx(ctx)));
 }
 
-/// Expire what is due, refile what was extended, re-arm.
+/// What one SCAN step found.
+struct Found {
+    now: Millis,
+    scanned: usize,
+    expired: Vec<Vec<u8>>,
+}
+
+unsafe extern "C" fn collect(
+    _ctx: *mut raw::RedisModuleCtx,
+    name: *mut raw::RedisModuleString,
+    key: *mut raw::RedisModuleKey,
+    found: *mut c_void,
+) {
+    // SAFETY: `found` is the &mut Found passed to RedisModule_Scan below;
+    // `key` is a read handle Redis opened for this callback.
+    let found = &mut *found.cast::<Found>();
+    found.scanned += 1;
+    if let Some(lock) = Key::peek(key) {
+        if lock.is_expired(found.now) {
+            found.expired.push(bytes(name).to_vec());
+        }
+    }
+}
+
 pub fn tick(ctx: Ctx) {
-    if ctx.is_loading() {
+    if ctx.is_loading() || ctx.is_replica() {
         return;
     }
-    let now = clock::now_ms();
-    let replica = ctx.is_replica();
+    let started = Instant::now();
     let home_db = ctx.selected_db();
-    for _ in 0..BUDGET {
-        let Some((id, place)) = index().pop_due(now) else {
-            break;
+    let mut guard = SWEEP.lock().unwrap_or_else(|p| p.into_inner());
+    let sweep = guard.get_or_insert_with(|| Sweep {
+        db: 0,
+        // SAFETY: plain allocation; kept for the life of the module.
+        cursor: unsafe { api!(RedisModule_ScanCursorCreate)() },
+    });
+    if !ctx.select_db(sweep.db) {
+        sweep.db = 0;
+        ctx.select_db(0);
+    }
+    let first_db = sweep.db;
+    let mut effort = Effort::default();
+    loop {
+        let mut found = Found {
+            now: clock::now_ms(),
+            scanned: 0,
+            expired: Vec::new(),
         };
-        if ctx.select_db(place.db) {
-            reap(ctx, id, place, now, replica);
+        // SAFETY: valid ctx and cursor; `found` outlives the call.
+        let more = unsafe {
+            api!(RedisModule_Scan)(
+                ctx.0,
+                sweep.cursor,
+                Some(collect),
+                (&mut found as *mut Found).cast(),
+            )
+        };
+        effort.scanned += found.scanned;
+        for name in &found.expired {
+            effort.expired += usize::from(expire(ctx, name, found.now));
+        }
+        if more == 0 {
+            // This db is done: move on to the next one (wrapping to db 0).
+            // SAFETY: valid cursor.
+            unsafe { api!(RedisModule_ScanCursorRestart)(sweep.cursor) };
+            sweep.db += 1;
+            if !ctx.select_db(sweep.db) {
+                sweep.db = 0;
+                ctx.select_db(0);
+            }
+            if sweep.db == first_db {
+                break; // every db visited in this tick
+            }
+        }
+        if !effort.keep_going(started.elapsed()) {
+            break;
         }
     }
     ctx.select_db(home_db);
-    arm(ctx);
 }
 
-fn reap(ctx: Ctx, id: u64, place: Place, now: Millis, replica: bool) {
-    let name = ctx.create_string(&place.key);
+/// Delete the lock at `name` in the selected db if it is still expired.
+fn expire(ctx: Ctx, name: &[u8], now: Millis) -> bool {
+    let name = ctx.create_string(name);
     let mut key = Key::open(ctx, name.1, true);
-    let expired = match key.slot() {
-        // Anything else at this name means the entry is stale: the lock was
-        // renamed or moved (filed again under its new name) or replaced.
-        Slot::Lock(lock) if lock.slot.id == id => {
-            if !lock.is_expired(now) {
-                index().refile(&mut lock.slot, lock.deadline, place);
-                false
-            } else if replica {
-                index().refile(&mut lock.slot, now + REPLICA_RECHECK_MS, place);
-                false
-            } else {
-                true
-            }
-        }
-        _ => false,
-    };
-    if expired {
-        key.delete();
-        drop(key);
-        stats::expired();
-        ctx.replicate_del(name.1);
-        ctx.notify(c"lock.expire", name.1);
+    if !matches!(key.slot(), Slot::Lock(lock) if lock.is_expired(now)) {
+        return false;
     }
+    key.delete();
+    drop(key);
+    stats::expired();
+    ctx.replicate_del(name.1);
+    ctx.notify(c"lock.expire", name.1);
+    true
 }
 
-/// Keyspace events that move a lock to a new name or db: file it there.
-pub unsafe extern "C" fn on_keyspace_event(
-    ctx: *mut raw::RedisModuleCtx,
-    _type: c_int,
-    event: *const c_char,
-    key: *mut raw::RedisModuleString,
-) -> c_int {
-    let moved_in = matches!(
-        CStr::from_ptr(event).to_bytes(),
-        b"rename_to" | b"move_to" | b"copy_to" | b"restore"
-    );
-    if moved_in {
-        let _ = std::panic::catch_unwind(|| {
-            let ctx = Ctx(ctx);
-            let mut handle = Key::open(ctx, key, false);
-            if let Slot::Lock(lock) = handle.slot() {
-                track(ctx, key, lock);
-            }
-        });
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweeps_the_minimum_then_only_while_finding_expired_locks() {
+        let ms = Duration::from_micros(100);
+        assert!(Effort {
+            scanned: 0,
+            expired: 0
+        }
+        .keep_going(ms));
+        assert!(Effort {
+            scanned: 999,
+            expired: 0
+        }
+        .keep_going(ms));
+        assert!(!Effort {
+            scanned: 1000,
+            expired: 0
+        }
+        .keep_going(ms));
+        assert!(!Effort {
+            scanned: 1000,
+            expired: 99
+        }
+        .keep_going(ms));
+        assert!(Effort {
+            scanned: 1000,
+            expired: 100
+        }
+        .keep_going(ms));
     }
-    raw::REDISMODULE_OK as c_int
+
+    #[test]
+    fn never_past_the_time_budget() {
+        assert!(!Effort {
+            scanned: 10,
+            expired: 10
+        }
+        .keep_going(TICK_BUDGET));
+    }
 }

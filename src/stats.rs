@@ -41,7 +41,7 @@ pub fn wrong_owner() {
 
 /// Fills `INFO lock`. Redis prefixes each field with the module name.
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    let fields: [(&CStr, u64); 9] = [
+    let fields: [(&CStr, u64); 8] = [
         (c"held", HELD.load(Relaxed).max(0) as u64),
         (c"acquired", ACQUIRED.load(Relaxed)),
         (c"contended", CONTENDED.load(Relaxed)),
@@ -50,7 +50,6 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
         (c"expired", EXPIRED.load(Relaxed)),
         (c"wrong_owner", WRONG_OWNER.load(Relaxed)),
         (c"last_token", crate::commands::TOKENS.last()),
-        (c"expiry_index", crate::reaper::indexed() as u64),
     ];
     // SAFETY: valid info ctx during the callback; names are NUL-terminated.
     unsafe {
