@@ -7,7 +7,7 @@ use crate::config;
 use crate::fencing::TokenCounter;
 use crate::ffi::{bytes, guard, Ctx, Key, RawCtx, RawString, Slot};
 use crate::lock::{self, Acquire, Lock, Release};
-use crate::stats;
+use crate::{blocking, stats};
 use std::ffi::c_int;
 
 /// The server's fencing-token counter (see `fencing.rs`).
@@ -53,9 +53,8 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
         Ok(req) => req,
         Err(e) => return ctx.error(&e),
     };
-    if req.wait.is_some() {
-        return ctx.error("ERR WAIT is not supported by this version of the lock module");
-    }
+    // Inside MULTI, Lua or on a replica, WAIT degrades to a plain try.
+    let wait = req.wait.filter(|_| ctx.can_block());
     let now = clock::now_ms();
     let mut key = Key::open(ctx, name, true);
     match key.slot() {
@@ -65,7 +64,12 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
         {
             Acquire::Busy => {
                 stats::contended();
-                return ctx.reply_null();
+                return match wait {
+                    Some(timeout) => {
+                        blocking::block(ctx, name, req.owner, req.ttl, timeout, held.remaining(now))
+                    }
+                    None => ctx.reply_null(),
+                };
             }
             Acquire::Renewed { token, .. } => {
                 ctx.replicate_apply(name, held, req.ttl);
@@ -73,6 +77,14 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
             }
             Acquire::Free => stats::expired(), // an expired lock is replaced below
         },
+    }
+    // A free key with a queue belongs to the queue's head: no barging.
+    if blocking::waiting(ctx, name) > 0 {
+        stats::contended();
+        return match wait {
+            Some(timeout) => blocking::block(ctx, name, req.owner, req.ttl, timeout, 0),
+            None => ctx.reply_null(),
+        };
     }
     let granted = key.set(Lock::new(req.owner, TOKENS.next(), req.ttl, now));
     stats::acquired();
@@ -116,7 +128,9 @@ fn release(ctx: Ctx, argv: &[RawString]) {
             outcome
         }
     };
+    drop(key);
     ctx.reply_int(outcome.reply());
+    blocking::settle(ctx, name);
 }
 
 /// Lazy expiry of a lock found past its deadline by a write command.
@@ -155,7 +169,11 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
             outcome
         }
     };
+    drop(key);
     ctx.reply_int(outcome.reply());
+    if outcome == lock::Extend::NotHeld {
+        blocking::settle(ctx, name);
+    }
 }
 
 /// `LOCK.STATUS key` -> map of owner, token, ttl (ms left), holds, waiters;
@@ -180,7 +198,7 @@ fn status(ctx: Ctx, argv: &[RawString]) {
             ctx.reply_bytes(b"holds");
             ctx.reply_int(i64::from(held.holds));
             ctx.reply_bytes(b"waiters");
-            ctx.reply_int(0);
+            ctx.reply_int(blocking::waiting(ctx, argv[1]) as i64);
         }
         _ => ctx.reply_null(),
     }

@@ -84,6 +84,14 @@ impl Ctx {
         self.flags() & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING)
             != 0
     }
+    /// Blocking is not allowed inside MULTI, Lua, or for replicated/AOF commands.
+    pub fn can_block(self) -> bool {
+        self.flags()
+            & (raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING
+                | raw::REDISMODULE_CTX_FLAGS_REPLICATED
+                | raw::REDISMODULE_CTX_FLAGS_LOADING)
+            == 0
+    }
     pub fn selected_db(self) -> i32 {
         // SAFETY: valid ctx.
         unsafe { api!(RedisModule_GetSelectedDb)(self.0) }

@@ -4,6 +4,7 @@
 //! commands, events and the INFO section. The rules live in `lock.rs`.
 
 pub mod args;
+mod blocking;
 pub mod clock;
 mod commands;
 pub mod config;
@@ -13,6 +14,7 @@ mod ffi;
 pub mod lock;
 mod reaper;
 mod stats;
+pub mod waiters;
 
 use crate::ffi::{api, RawCtx};
 use datatype::LOCK_TYPE;
@@ -118,6 +120,17 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             dataver: 1,
         };
         api!(RedisModule_SubscribeToServerEvent)(ctx, cron, Some(reaper::on_cron));
+        let flush = raw::RedisModuleEvent {
+            id: raw::REDISMODULE_EVENT_FLUSHDB,
+            dataver: 1,
+        };
+        api!(RedisModule_SubscribeToServerEvent)(ctx, flush, Some(blocking::on_flush));
+        // Any change to a key with waiters may free its lock (DEL, SET...).
+        api!(RedisModule_SubscribeToKeyspaceEvents)(
+            ctx,
+            raw::REDISMODULE_NOTIFY_ALL,
+            Some(blocking::on_keyspace_event),
+        );
     }
     Status::Ok
 }

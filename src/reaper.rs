@@ -157,6 +157,7 @@ fn expire(ctx: Ctx, name: &[u8], now: Millis) -> bool {
     stats::expired();
     ctx.replicate_del(name.1);
     ctx.notify(c"lock.expire", name.1);
+    crate::blocking::settle(ctx, name.1);
     true
 }
 

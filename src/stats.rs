@@ -13,6 +13,9 @@ static RELEASED: AtomicU64 = AtomicU64::new(0);
 static EXTENDED: AtomicU64 = AtomicU64::new(0);
 static EXPIRED: AtomicU64 = AtomicU64::new(0);
 static WRONG_OWNER: AtomicU64 = AtomicU64::new(0);
+static WAITS: AtomicU64 = AtomicU64::new(0);
+static HANDOFFS: AtomicU64 = AtomicU64::new(0);
+static WAIT_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 
 pub fn lock_created() {
     HELD.fetch_add(1, Relaxed);
@@ -38,10 +41,19 @@ pub fn expired() {
 pub fn wrong_owner() {
     WRONG_OWNER.fetch_add(1, Relaxed);
 }
+pub fn waited() {
+    WAITS.fetch_add(1, Relaxed);
+}
+pub fn handed_off() {
+    HANDOFFS.fetch_add(1, Relaxed);
+}
+pub fn wait_timed_out() {
+    WAIT_TIMEOUTS.fetch_add(1, Relaxed);
+}
 
 /// Fills `INFO lock`. Redis prefixes each field with the module name.
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    let fields: [(&CStr, u64); 8] = [
+    let fields: [(&CStr, u64); 12] = [
         (c"held", HELD.load(Relaxed).max(0) as u64),
         (c"acquired", ACQUIRED.load(Relaxed)),
         (c"contended", CONTENDED.load(Relaxed)),
@@ -50,6 +62,10 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
         (c"expired", EXPIRED.load(Relaxed)),
         (c"wrong_owner", WRONG_OWNER.load(Relaxed)),
         (c"last_token", crate::commands::TOKENS.last()),
+        (c"waits", WAITS.load(Relaxed)),
+        (c"handoffs", HANDOFFS.load(Relaxed)),
+        (c"wait_timeouts", WAIT_TIMEOUTS.load(Relaxed)),
+        (c"waiters", crate::blocking::total_waiters() as u64),
     ];
     // SAFETY: valid info ctx during the callback; names are NUL-terminated.
     unsafe {

@@ -1,0 +1,311 @@
+//! Server-side waiting (LOCK.ACQUIRE ... WAIT): blocked clients queued FIFO
+//! per key (`waiters.rs`), and the hand-off of a freed lock to the head of
+//! its queue.
+//!
+//! A key with waiters is "settled" whenever its lock may have gone away:
+//! right after LOCK.RELEASE and lazy or active expiry, from a module timer
+//! armed for the lock's deadline, and (deferred to a 0 ms timer, since a
+//! keyspace notification must not write) after DEL, UNLINK, overwrite,
+//! FLUSHALL and friends. Settling expires a lock past its deadline and grants
+//! a free key to the head waiter with a fresh token, replicated as an effect.
+
+use crate::clock;
+use crate::commands::TOKENS;
+use crate::ffi::{api, bytes, Ctx, Key, RawCtx, RawString, Slot};
+use crate::lock::{Lock, Millis};
+use crate::stats;
+use crate::waiters::{KeyId, Queues, Waiter};
+use once_cell::sync::Lazy;
+use redis_module::{raw, Context};
+use std::ffi::{c_int, c_void};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Blocked-client pointers, as integers. Main thread only.
+static QUEUES: Lazy<Mutex<Queues<usize>>> = Lazy::new(Default::default);
+
+fn queues() -> MutexGuard<'static, Queues<usize>> {
+    QUEUES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn total_waiters() -> usize {
+    queues().total()
+}
+
+fn key_id(ctx: Ctx, name: RawString) -> KeyId {
+    (ctx.selected_db(), bytes(name).into())
+}
+
+/// Number of clients waiting for the lock at `name` (selected db).
+pub fn waiting(ctx: Ctx, name: RawString) -> usize {
+    let q = queues();
+    if q.is_empty() {
+        return 0; // the hot path: nobody waits anywhere
+    }
+    q.waiting(&key_id(ctx, name))
+}
+
+/// What a blocked client is finally told.
+enum Outcome {
+    Token(u64),
+    Error(&'static str),
+}
+
+/// The private data handed to a blocked client on unblock. If the client
+/// vanished before the reply was delivered, the grant is taken back.
+struct Grant {
+    outcome: Outcome,
+    db: i32,
+    key: Box<[u8]>,
+    owner: Box<[u8]>,
+    delivered: bool,
+}
+
+/// Block the calling client until the lock at `name` is handed to it, or
+/// `timeout` ms pass (0 = no limit). `check_in` is when to look at the
+/// lock next (its remaining TTL; 0 when it is already free).
+pub fn block(
+    ctx: Ctx,
+    name: RawString,
+    owner: &[u8],
+    ttl: Millis,
+    timeout: Millis,
+    check_in: Millis,
+) {
+    // SAFETY: valid command ctx; callbacks are ours and never unwind.
+    let bc = unsafe {
+        api!(RedisModule_BlockClient)(
+            ctx.0,
+            Some(on_reply),
+            Some(on_timeout),
+            Some(free_grant),
+            timeout as _,
+        )
+    };
+    // SAFETY: bc was just created and is not yet unblocked.
+    unsafe { api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect)) };
+    let id = key_id(ctx, name);
+    queues().push(
+        id.clone(),
+        Waiter {
+            handle: bc as usize,
+            owner: owner.into(),
+            ttl,
+        },
+    );
+    stats::waited();
+    arm(ctx, id, check_in);
+}
+
+/// (Re)arm the check timer of a key with waiters.
+fn arm(ctx: Ctx, id: KeyId, delay: Millis) {
+    let context = Context::new(ctx.0);
+    let old = queues().timer(&id);
+    if let Some(old) = old {
+        let _ = context.stop_timer::<KeyId>(old); // may have fired already
+    }
+    let timer = context.create_timer(Duration::from_millis(delay), on_timer, id.clone());
+    queues().set_timer(&id, Some(timer));
+}
+
+fn on_timer(context: &Context, id: KeyId) {
+    queues().set_timer(&id, None);
+    let ctx = Ctx(context.ctx);
+    let _ = std::panic::catch_unwind(|| settle_at(ctx, &id));
+}
+
+/// Settle a key given by db + name (timers, events).
+fn settle_at(ctx: Ctx, id: &KeyId) {
+    let home = ctx.selected_db();
+    if ctx.select_db(id.0) {
+        let name = ctx.create_string(&id.1);
+        settle(ctx, name.1);
+    }
+    ctx.select_db(home);
+}
+
+/// If anyone waits for `name`: expire its lock if due, then hand a free key
+/// to the head waiter; a live lock re-arms the check for its deadline.
+pub fn settle(ctx: Ctx, name: RawString) {
+    if waiting(ctx, name) == 0 {
+        return;
+    }
+    let id = key_id(ctx, name);
+    let now = clock::now_ms();
+    let mut key = Key::open(ctx, name, true);
+    match key.slot() {
+        Slot::Lock(held) if !held.is_expired(now) => {
+            let remaining = held.remaining(now);
+            drop(key);
+            return arm(ctx, id, remaining);
+        }
+        Slot::Lock(_) => {
+            key.delete();
+            stats::expired();
+            ctx.replicate_del(name);
+            ctx.notify(c"lock.expire", name);
+        }
+        Slot::WrongType => {
+            drop(key);
+            return fail_all(&id);
+        }
+        Slot::Empty => {}
+    }
+    let Some(next) = queues().pop_front(&id) else {
+        return;
+    };
+    let granted = key.set(Lock::new(&next.owner, TOKENS.next(), next.ttl, now));
+    let token = granted.token;
+    ctx.replicate_apply(name, granted, next.ttl);
+    drop(key);
+    ctx.notify(c"lock.acquire", name);
+    stats::acquired();
+    stats::handed_off();
+    unblock(next.handle, Outcome::Token(token), &id, next.owner);
+    if queues().waiting(&id) > 0 {
+        arm(ctx, id, next.ttl);
+    }
+}
+
+fn unblock(handle: usize, outcome: Outcome, id: &KeyId, owner: Box<[u8]>) {
+    let grant = Box::new(Grant {
+        outcome,
+        db: id.0,
+        key: id.1.clone(),
+        owner,
+        delivered: false,
+    });
+    // SAFETY: handle is a blocked client we created and have not unblocked;
+    // Redis passes the box back to on_reply/free_grant.
+    unsafe {
+        api!(RedisModule_UnblockClient)(
+            handle as *mut raw::RedisModuleBlockedClient,
+            Box::into_raw(grant).cast(),
+        )
+    };
+}
+
+/// The key now holds something that is not a lock: nobody can get it.
+fn fail_all(id: &KeyId) {
+    while let Some(w) = queues().pop_front(id) {
+        unblock(
+            w.handle,
+            Outcome::Error("WRONGTYPE the key no longer holds a lock"),
+            id,
+            w.owner,
+        );
+    }
+}
+
+/// The grant reached the client: reply with its token.
+extern "C" fn on_reply(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_int {
+    crate::ffi::guard(ctx, || {
+        // SAFETY: privdata is the Grant passed to UnblockClient.
+        let grant = unsafe {
+            api!(RedisModule_GetBlockedClientPrivateData)(ctx)
+                .cast::<Grant>()
+                .as_mut()
+        };
+        match grant {
+            Some(grant) => {
+                grant.delivered = true;
+                match grant.outcome {
+                    Outcome::Token(token) => Ctx(ctx).reply_int(token as i64),
+                    Outcome::Error(msg) => Ctx(ctx).error(msg),
+                }
+            }
+            None => Ctx(ctx).reply_null(),
+        }
+        raw::REDISMODULE_OK as c_int
+    })
+}
+
+/// WAIT timed out: leave the queue and reply nil.
+extern "C" fn on_timeout(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_int {
+    crate::ffi::guard(ctx, || {
+        // SAFETY: called for a blocked client of ours.
+        let bc = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx) };
+        if queues().remove(bc as usize).is_some() {
+            stats::wait_timed_out();
+        }
+        Ctx(ctx).reply_null();
+        raw::REDISMODULE_OK as c_int
+    })
+}
+
+/// A waiting client disconnected: it leaves the queue.
+unsafe extern "C" fn on_disconnect(_ctx: RawCtx, bc: *mut raw::RedisModuleBlockedClient) {
+    let _ = std::panic::catch_unwind(|| queues().remove(bc as usize));
+}
+
+/// Frees the Grant. A grant that was never delivered (the client went away
+/// between hand-off and reply) is taken back on the next event-loop turn.
+unsafe extern "C" fn free_grant(ctx: RawCtx, privdata: *mut c_void) {
+    if privdata.is_null() {
+        return;
+    }
+    let grant = Box::from_raw(privdata.cast::<Grant>());
+    if let (false, Outcome::Token(token)) = (grant.delivered, &grant.outcome) {
+        let undelivered = (grant.db, grant.key.clone(), grant.owner.clone(), *token);
+        let _ = std::panic::catch_unwind(|| {
+            Context::new(ctx).create_timer(Duration::ZERO, take_back, undelivered);
+        });
+    }
+}
+
+/// Release a lock granted to a client that never saw the grant, then hand
+/// it on.
+fn take_back(context: &Context, (db, key, owner, token): (i32, Box<[u8]>, Box<[u8]>, u64)) {
+    let ctx = Ctx(context.ctx);
+    let home = ctx.selected_db();
+    if ctx.select_db(db) {
+        let name = ctx.create_string(&key);
+        let mut handle = Key::open(ctx, name.1, true);
+        if matches!(handle.slot(), Slot::Lock(l) if l.token == token && *l.owner == *owner) {
+            handle.delete();
+            drop(handle);
+            stats::released();
+            ctx.replicate_del(name.1);
+            ctx.notify(c"lock.release", name.1);
+            settle(ctx, name.1);
+        }
+    }
+    ctx.select_db(home);
+}
+
+/// Keyspace events (DEL, UNLINK, SET over the key, RENAME away, native
+/// expiry...): settle keys with waiters on the next event-loop turn.
+pub unsafe extern "C" fn on_keyspace_event(
+    ctx: RawCtx,
+    _type: c_int,
+    _event: *const std::ffi::c_char,
+    key: RawString,
+) -> c_int {
+    let _ = std::panic::catch_unwind(|| {
+        let ctx = Ctx(ctx);
+        if waiting(ctx, key) > 0 {
+            arm(ctx, key_id(ctx, key), 0);
+        }
+    });
+    raw::REDISMODULE_OK as c_int
+}
+
+/// FLUSHDB / FLUSHALL: settle every key with waiters in the flushed db(s).
+pub unsafe extern "C" fn on_flush(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: Redis passes a RedisModuleFlushInfo for this event.
+        let dbnum = (*data.cast::<raw::RedisModuleFlushInfo>()).dbnum;
+        let keys = queues().keys((dbnum >= 0).then_some(dbnum));
+        for id in keys {
+            arm(Ctx(ctx), id, 0);
+        }
+    });
+}
