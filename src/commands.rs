@@ -36,6 +36,7 @@ entry_point!(release_command => release);
 entry_point!(extend_command => extend);
 entry_point!(status_command => status);
 entry_point!(apply_command => apply);
+entry_point!(fence_command => fence);
 
 /// argv after the key, as byte slices.
 fn rest(argv: &[RawString]) -> Vec<&[u8]> {
@@ -176,6 +177,38 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
     }
 }
 
+/// `LOCK.FENCE key owner token` -> the lock's token after raising it to at
+/// least `token` (and the server's counter with it), 0 other owner, -1 not held.
+fn fence(ctx: Ctx, argv: &[RawString]) {
+    if argv.len() != 4 {
+        return ctx.error(&args::wrong_arity("lock.fence"));
+    }
+    let name = argv[1];
+    let (owner, token) = match args::fence(&rest(argv), &config::limits()) {
+        Ok(parsed) => parsed,
+        Err(e) => return ctx.error(&e),
+    };
+    let now = clock::now_ms();
+    let mut key = Key::open(ctx, name, true);
+    let outcome = match key.slot() {
+        Slot::WrongType => return ctx.error(WRONGTYPE),
+        Slot::Empty => lock::Fence::NotHeld,
+        Slot::Lock(held) => {
+            let outcome = lock::fence(Some(held), owner, token, now);
+            match outcome {
+                lock::Fence::Raised { token } => {
+                    TOKENS.observe(token);
+                    ctx.replicate_apply(name, held, held.remaining(now));
+                }
+                lock::Fence::WrongOwner => stats::wrong_owner(),
+                lock::Fence::NotHeld => {}
+            }
+            outcome
+        }
+    };
+    ctx.reply_int(outcome.reply());
+}
+
 /// `LOCK.STATUS key` -> map of owner, token, ttl (ms left), holds, waiters;
 /// nil when not held. Read-only: an expired lock reads as nil and is left
 /// to the reaper.
@@ -224,7 +257,8 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
     let mut key = Key::open(ctx, *name, true);
     let holds = u32::try_from(holds).unwrap_or(u32::MAX).max(1);
     if let Slot::Lock(held) = key.slot() {
-        if held.token == token && &*held.owner == owner {
+        if &*held.owner == owner {
+            held.token = token;
             held.deadline = now.saturating_add(ttl);
             held.holds = holds;
             return ctx.reply_simple(c"OK");

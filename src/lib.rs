@@ -47,7 +47,7 @@ struct CommandSpec {
 }
 
 const RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
-const COMMANDS: [CommandSpec; 5] = [
+const COMMANDS: [CommandSpec; 6] = [
     CommandSpec {
         name: c"lock.acquire",
         handler: commands::acquire_command,
@@ -79,6 +79,14 @@ const COMMANDS: [CommandSpec; 5] = [
         arity: 2,
         key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
         summary: c"Owner, token, ttl, holds and waiters of a lock; nil when not held",
+    },
+    CommandSpec {
+        name: c"lock.fence",
+        handler: commands::fence_command,
+        flags: c"write deny-oom fast",
+        arity: 4,
+        key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE,
+        summary: c"Raise a held lock's fencing token (and the server's counter) to at least token",
     },
     CommandSpec {
         name: c"lock.apply",

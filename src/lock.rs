@@ -136,6 +136,41 @@ pub fn extend(current: Option<&mut Lock>, owner: &[u8], ttl: Millis, now: Millis
     }
 }
 
+/// What `fence` decided. Replies: Raised -> the lock's token (> 0),
+/// WrongOwner -> 0, NotHeld -> -1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    Raised { token: u64 },
+    WrongOwner,
+    NotHeld,
+}
+
+/// Raise a held lock's token to at least `token` (the quorum client's second
+/// round: the token of a quorum lock is the maximum its majority handed out,
+/// and each granting node must remember it; see README "Quorum fencing").
+pub fn fence(current: Option<&mut Lock>, owner: &[u8], token: u64, now: Millis) -> Fence {
+    match current {
+        Some(lock) if !lock.is_expired(now) => {
+            if !lock.held_by(owner) {
+                return Fence::WrongOwner;
+            }
+            lock.token = lock.token.max(token);
+            Fence::Raised { token: lock.token }
+        }
+        _ => Fence::NotHeld,
+    }
+}
+
+impl Fence {
+    pub fn reply(self) -> i64 {
+        match self {
+            Fence::Raised { token } => token as i64,
+            Fence::WrongOwner => 0,
+            Fence::NotHeld => -1,
+        }
+    }
+}
+
 impl Release {
     pub fn reply(self) -> i64 {
         match self {
@@ -243,6 +278,17 @@ mod tests {
         assert_eq!(extend(Some(&mut l), b"a", 5, 20), Extend::Extended);
         assert_eq!(l.deadline, 25, "extend may shorten");
         assert_eq!(extend(None, b"a", 5, 20), Extend::NotHeld);
+    }
+
+    #[test]
+    fn fence_only_raises_and_only_for_the_owner() {
+        let mut l = held("a", 10, 100, 0);
+        assert_eq!(fence(Some(&mut l), b"a", 50, 1), Fence::Raised { token: 50 });
+        assert_eq!(fence(Some(&mut l), b"a", 20, 1), Fence::Raised { token: 50 }, "never lowers");
+        assert_eq!(fence(Some(&mut l), b"b", 90, 1), Fence::WrongOwner);
+        assert_eq!(l.token, 50);
+        assert_eq!(fence(Some(&mut l), b"a", 90, 100), Fence::NotHeld, "expired");
+        assert_eq!(fence(None, b"a", 90, 1).reply(), -1);
     }
 
     #[test]
