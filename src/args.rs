@@ -118,7 +118,10 @@ pub const MAX_FENCE_TOKEN: u64 = 1 << 62;
 /// `owner token` (argv after the key) for LOCK.FENCE.
 pub fn fence<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<(&'a [u8], u64)> {
     match args {
-        [raw_owner, raw_token] => Ok((owner(raw_owner, limits)?, positive(raw_token, "token", MAX_FENCE_TOKEN)?)),
+        [raw_owner, raw_token] => Ok((
+            owner(raw_owner, limits)?,
+            positive(raw_token, "token", MAX_FENCE_TOKEN)?,
+        )),
         _ => Err(wrong_arity("lock.fence")),
     }
 }
@@ -239,7 +242,9 @@ mod tests {
     fn fence_token_bounds() {
         assert_eq!(fence(&[b"a", b"7"], &L).unwrap(), (&b"a"[..], 7));
         assert!(fence(&[b"a", b"0"], &L).is_err());
-        assert!(fence(&[b"a", b"4611686018427387905"], &L).unwrap_err().contains("above the maximum"));
+        assert!(fence(&[b"a", b"4611686018427387905"], &L)
+            .unwrap_err()
+            .contains("above the maximum"));
         assert!(fence(&[b"a"], &L).is_err());
     }
 

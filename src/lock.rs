@@ -283,11 +283,22 @@ mod tests {
     #[test]
     fn fence_only_raises_and_only_for_the_owner() {
         let mut l = held("a", 10, 100, 0);
-        assert_eq!(fence(Some(&mut l), b"a", 50, 1), Fence::Raised { token: 50 });
-        assert_eq!(fence(Some(&mut l), b"a", 20, 1), Fence::Raised { token: 50 }, "never lowers");
+        assert_eq!(
+            fence(Some(&mut l), b"a", 50, 1),
+            Fence::Raised { token: 50 }
+        );
+        assert_eq!(
+            fence(Some(&mut l), b"a", 20, 1),
+            Fence::Raised { token: 50 },
+            "never lowers"
+        );
         assert_eq!(fence(Some(&mut l), b"b", 90, 1), Fence::WrongOwner);
         assert_eq!(l.token, 50);
-        assert_eq!(fence(Some(&mut l), b"a", 90, 100), Fence::NotHeld, "expired");
+        assert_eq!(
+            fence(Some(&mut l), b"a", 90, 100),
+            Fence::NotHeld,
+            "expired"
+        );
         assert_eq!(fence(None, b"a", 90, 1).reply(), -1);
     }
 

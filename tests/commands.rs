@@ -367,10 +367,21 @@ fn fence_raises_token_and_counter_for_the_owner_only() {
     let high = t + 1_000_000;
     assert_eq!(int(&mut c, &format!("LOCK.FENCE f b {high}")), 0);
     assert_eq!(int(&mut c, &format!("LOCK.FENCE f a {high}")), high);
-    assert_eq!(int(&mut c, &format!("LOCK.FENCE f a {t}")), high, "never lowered");
+    assert_eq!(
+        int(&mut c, &format!("LOCK.FENCE f a {t}")),
+        high,
+        "never lowered"
+    );
     assert_eq!(status(&mut c, "f").unwrap().1, high);
-    assert_eq!(int(&mut c, "LOCK.ACQUIRE f a 10000"), high, "a retry sees the fenced token");
-    assert!(int(&mut c, "LOCK.ACQUIRE g a 10000") > high, "the server counter was raised");
+    assert_eq!(
+        int(&mut c, "LOCK.ACQUIRE f a 10000"),
+        high,
+        "a retry sees the fenced token"
+    );
+    assert!(
+        int(&mut c, "LOCK.ACQUIRE g a 10000") > high,
+        "the server counter was raised"
+    );
     assert_eq!(int(&mut c, "LOCK.FENCE none a 5"), -1);
     assert!(err(&mut c, "LOCK.FENCE f a 0").contains("positive integer"));
     assert!(err(&mut c, "LOCK.FENCE f a 4611686018427387905").contains("above the maximum"));

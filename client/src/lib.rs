@@ -1,1 +1,30 @@
+//! Quorum client for the redis-lock module: the Redlock algorithm over N
+//! independent Redis servers running `LOCK.*`, with fencing tokens,
+//! auto-renewal and distinct errors.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), redis_lock_client::Error> {
+//! use std::time::Duration;
+//! let locker = redis_lock_client::Builder::new(&[
+//!     "redis://127.0.0.1:7001/", "redis://127.0.0.1:7002/", "redis://127.0.0.1:7003/",
+//! ])
+//! .ttl(Duration::from_secs(10))
+//! .build()?;
+//! let lock = locker.lock("jobs:nightly", Duration::from_secs(5)).await?;
+//! println!("holding with fencing token {}", lock.token());
+//! locker.unlock(&lock).await?;
+//! # Ok(()) }
+//! ```
 
+mod config;
+pub mod duration;
+mod error;
+mod guard;
+mod locker;
+mod node;
+pub mod quorum;
+
+pub use config::{Builder, Config};
+pub use error::{Error, NodeFailure};
+pub use guard::AutoLock;
+pub use locker::{random_owner, Lock, Locker, NodeStatus};

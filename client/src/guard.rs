@@ -1,0 +1,105 @@
+//! An auto-renewing lock: a watchdog task extends the lock every third of
+//! its TTL (like Redisson's watchdog) and raises a lost-lock signal the
+//! holder can await or poll.
+//!
+//! `Drop` stops the watchdog at once and, when a tokio runtime is still
+//! running, releases the lock in the background (best effort; without a
+//! runtime the lock simply expires after its TTL). Call [`AutoLock::unlock`]
+//! to release and see the result.
+
+use crate::error::Error;
+use crate::locker::{Lock, Locker};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub struct AutoLock {
+    locker: Locker,
+    lock: Lock,
+    lost: watch::Receiver<bool>,
+    watchdog: Option<JoinHandle<()>>,
+}
+
+impl AutoLock {
+    pub(crate) fn start(locker: Locker, lock: Lock) -> AutoLock {
+        let (tx, rx) = watch::channel(false);
+        let watchdog = tokio::spawn(renew(locker.clone(), lock.clone(), tx));
+        AutoLock {
+            locker,
+            lock,
+            lost: rx,
+            watchdog: Some(watchdog),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.lock.name()
+    }
+    pub fn owner(&self) -> &str {
+        self.lock.owner()
+    }
+    pub fn token(&self) -> u64 {
+        self.lock.token()
+    }
+
+    /// True once the lock can no longer be trusted (renewal failed until its
+    /// validity ran out, or a majority no longer holds it).
+    pub fn is_lost(&self) -> bool {
+        *self.lost.borrow()
+    }
+
+    /// Resolves when the lock is lost. Never resolves while it is held.
+    pub async fn lost(&mut self) {
+        let _ = self.lost.wait_for(|lost| *lost).await;
+    }
+
+    /// Stop renewing and release on every node.
+    pub async fn unlock(mut self) -> Result<(), Error> {
+        if let Some(w) = self.watchdog.take() {
+            w.abort();
+        }
+        let result = self.locker.unlock(&self.lock).await;
+        std::mem::forget(self); // already released; skip Drop's release
+        result
+    }
+}
+
+impl Drop for AutoLock {
+    fn drop(&mut self) {
+        if let Some(w) = self.watchdog.take() {
+            w.abort();
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (locker, lock) = (self.locker.clone(), self.lock.clone());
+            rt.spawn(async move {
+                let _ = locker.unlock(&lock).await;
+            });
+        }
+    }
+}
+
+/// The watchdog: extend every ttl/3; on failure retry sooner while the lock
+/// is still valid; signal lost when it is not.
+async fn renew(locker: Locker, mut lock: Lock, lost: watch::Sender<bool>) {
+    let period = lock.ttl() / 3;
+    let mut wait = period;
+    loop {
+        tokio::time::sleep(wait.min(lock.validity())).await;
+        match locker.extend(&mut lock).await {
+            Ok(()) => wait = period,
+            Err(Error::Expired) => break,
+            Err(_) if lock.validity().is_zero() => break,
+            Err(_) => wait = (period / 4).max(Duration::from_millis(5)),
+        }
+    }
+    let _ = lost.send(true);
+}
+
+impl Locker {
+    /// Acquire (as [`Locker::lock`]) and keep the lock renewed until the
+    /// returned guard is unlocked or dropped.
+    pub async fn lock_auto(&self, name: &str, wait: Duration) -> Result<AutoLock, Error> {
+        let lock = self.lock(name, wait).await?;
+        Ok(AutoLock::start(self.clone(), lock))
+    }
+}

@@ -1,0 +1,172 @@
+//! The Redlock arithmetic, pure: majorities, validity, and the tally of one
+//! round of replies with its early verdict.
+
+use crate::error::NodeFailure;
+use std::time::Duration;
+
+pub fn majority(nodes: usize) -> usize {
+    nodes / 2 + 1
+}
+
+/// Time the lock is known to be valid after a round that took `elapsed`:
+/// `ttl - elapsed - drift`, with drift = ttl * factor + 2 ms (clock rate
+/// differences between nodes, as in the Redlock spec). None when <= 0.
+pub fn validity(ttl: Duration, elapsed: Duration, drift_factor: f64) -> Option<Duration> {
+    let drift = ttl.mul_f64(drift_factor) + Duration::from_millis(2);
+    ttl.checked_sub(elapsed + drift).filter(|v| !v.is_zero())
+}
+
+/// One node's answer in a round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Granted / extended / released; for acquire, the node's token.
+    Yes(u64),
+    /// Held by another owner (acquire: nil; extend/release: 0).
+    Busy,
+    /// Not held at all (extend/release: -1).
+    Gone,
+    /// Error, timeout or retry-later: counts as not granted.
+    Failed(String),
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    nodes: usize,
+    pub yes: Vec<(usize, u64)>,
+    pub busy: usize,
+    pub gone: usize,
+    pub failures: Vec<(usize, String)>,
+}
+
+/// How a round ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Quorum,
+    /// Enough nodes are held by someone else (or no longer hold it) that no
+    /// majority is possible.
+    Contended,
+    /// Too many nodes failed to answer.
+    Unreachable,
+}
+
+impl Tally {
+    pub fn new(nodes: usize) -> Tally {
+        Tally {
+            nodes,
+            ..Tally::default()
+        }
+    }
+
+    pub fn add(&mut self, node: usize, answer: Answer) {
+        match answer {
+            Answer::Yes(token) => self.yes.push((node, token)),
+            Answer::Busy => self.busy += 1,
+            Answer::Gone => self.gone += 1,
+            Answer::Failed(cause) => self.failures.push((node, cause)),
+        }
+    }
+
+    fn answered(&self) -> usize {
+        self.yes.len() + self.busy + self.gone + self.failures.len()
+    }
+
+    /// The verdict as soon as it is certain (before every node answered).
+    pub fn early(&self) -> Option<Verdict> {
+        let need = majority(self.nodes);
+        if self.yes.len() >= need {
+            return Some(Verdict::Quorum);
+        }
+        let still_possible = self.yes.len() + (self.nodes - self.answered());
+        (still_possible < need).then(|| self.final_verdict())
+    }
+
+    /// The verdict once every node answered (or the round was cut short).
+    pub fn final_verdict(&self) -> Verdict {
+        if self.yes.len() >= majority(self.nodes) {
+            Verdict::Quorum
+        } else if self.failures.len() > self.nodes - majority(self.nodes) {
+            Verdict::Unreachable // errors alone make a majority impossible
+        } else {
+            Verdict::Contended
+        }
+    }
+
+    /// The largest token among the grants: the quorum lock's fencing token.
+    pub fn max_token(&self) -> u64 {
+        self.yes.iter().map(|&(_, t)| t).max().unwrap_or(0)
+    }
+
+    pub fn failures(&self, names: &[String]) -> Vec<NodeFailure> {
+        self.failures
+            .iter()
+            .map(|(i, cause)| NodeFailure {
+                node: names[*i].clone(),
+                cause: cause.clone(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn majorities() {
+        assert_eq!(
+            (majority(1), majority(2), majority(3), majority(5)),
+            (1, 2, 2, 3)
+        );
+    }
+
+    #[test]
+    fn validity_subtracts_elapsed_and_drift() {
+        let ttl = Duration::from_millis(1000);
+        assert_eq!(
+            validity(ttl, Duration::from_millis(100), 0.01),
+            Some(Duration::from_millis(888))
+        );
+        assert_eq!(validity(ttl, Duration::from_millis(988), 0.01), None);
+        assert_eq!(validity(ttl, Duration::from_secs(5), 0.01), None);
+    }
+
+    #[test]
+    fn quorum_is_decided_early() {
+        let mut t = Tally::new(5);
+        t.add(0, Answer::Yes(5));
+        t.add(1, Answer::Yes(9));
+        assert_eq!(t.early(), None);
+        t.add(2, Answer::Yes(7));
+        assert_eq!(t.early(), Some(Verdict::Quorum));
+        assert_eq!(t.max_token(), 9);
+    }
+
+    #[test]
+    fn contention_vs_unreachable() {
+        let mut t = Tally::new(5);
+        t.add(0, Answer::Busy);
+        t.add(1, Answer::Busy);
+        assert_eq!(t.early(), None);
+        t.add(2, Answer::Failed("timeout".into()));
+        assert_eq!(t.early(), Some(Verdict::Contended));
+
+        let mut t = Tally::new(5);
+        t.add(0, Answer::Yes(1));
+        for i in 1..4 {
+            t.add(i, Answer::Failed("refused".into()));
+        }
+        assert_eq!(t.early(), Some(Verdict::Unreachable));
+        let names: Vec<String> = (0..5).map(|i| format!("n{i}")).collect();
+        assert_eq!(t.failures(&names)[0].node, "n1");
+    }
+
+    #[test]
+    fn single_node() {
+        let mut t = Tally::new(1);
+        t.add(0, Answer::Busy);
+        assert_eq!(t.early(), Some(Verdict::Contended));
+        let mut t = Tally::new(1);
+        t.add(0, Answer::Yes(3));
+        assert_eq!(t.early(), Some(Verdict::Quorum));
+    }
+}

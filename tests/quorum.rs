@@ -1,0 +1,295 @@
+//! The quorum client against 5 real servers with the module.
+
+mod common;
+use common::*;
+use redis_lock_client::{Builder, Error, Locker};
+use std::time::{Duration, Instant};
+
+fn servers(n: usize) -> Vec<Server> {
+    (0..n).map(|_| Server::start()).collect()
+}
+
+fn locker(nodes: &[Server], ttl: Duration) -> Locker {
+    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    Builder::new(&urls)
+        .ttl(ttl)
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap()
+}
+
+fn holders(nodes: &[Server], name: &str) -> Vec<Option<Vec<u8>>> {
+    nodes
+        .iter()
+        .map(|n| status(&mut n.conn(), name).map(|s| s.0))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn acquire_and_release_on_five_nodes() {
+    let nodes = servers(5);
+    let locker = locker(&nodes, Duration::from_secs(10));
+    let lock = locker.try_lock("job").await.unwrap();
+    assert!(lock.token() > 0);
+    assert_eq!(lock.owner().len(), 32, "128 random bits as hex");
+    let on_all = || {
+        holders(&nodes, "job")
+            .iter()
+            .all(|h| h.as_deref() == Some(lock.owner().as_bytes()))
+    };
+    assert!(
+        eventually(Duration::from_secs(1), on_all),
+        "the lock lands on every live node"
+    );
+    assert!(matches!(locker.try_lock("job").await, Err(Error::Taken)));
+    locker.unlock(&lock).await.unwrap();
+    assert!(holders(&nodes, "job").iter().all(Option::is_none));
+    assert!(matches!(locker.unlock(&lock).await, Err(Error::Expired)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_racing_clients_exactly_one_wins() {
+    let nodes = servers(5);
+    let (a, b) = (
+        locker(&nodes, Duration::from_secs(5)),
+        locker(&nodes, Duration::from_secs(5)),
+    );
+    for round in 0..20 {
+        let name = format!("race:{round}");
+        let (ra, rb) = tokio::join!(a.try_lock(&name), b.try_lock(&name));
+        let wins = usize::from(ra.is_ok()) + usize::from(rb.is_ok());
+        assert!(wins <= 1, "round {round}: both won");
+        for (l, r) in [(&a, ra), (&b, rb)] {
+            if let Ok(lock) = r {
+                l.unlock(&lock).await.unwrap();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn works_with_two_of_five_stopped() {
+    let nodes = servers(5);
+    let locker = locker(&nodes, Duration::from_secs(5));
+    locker.try_lock("warm").await.unwrap(); // connections up
+    nodes[0].signal("STOP");
+    nodes[1].signal("STOP");
+    let started = Instant::now();
+    let lock = locker.try_lock("job").await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    locker.unlock(&lock).await.unwrap();
+    for n in &nodes[..2] {
+        n.signal("CONT");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_of_five_stopped_is_no_quorum_quickly_and_stale_grants_are_cleaned() {
+    let nodes = servers(5);
+    let locker = locker(&nodes, Duration::from_secs(5));
+    locker.try_lock("warm").await.unwrap();
+    for n in &nodes[..3] {
+        n.signal("STOP");
+    }
+    let started = Instant::now();
+    let err = locker.try_lock("job").await.unwrap_err();
+    let took = started.elapsed();
+    match &err {
+        Error::NoQuorum {
+            granted,
+            needed,
+            failures,
+        } => {
+            assert_eq!((*granted, *needed), (2, 3));
+            assert_eq!(failures.len(), 3, "{err}");
+            assert!(
+                failures.iter().all(|f| f.cause.contains("timed out")),
+                "{err}"
+            );
+        }
+        other => panic!("expected NoQuorum, got {other}"),
+    }
+    assert!(
+        took < Duration::from_millis(600),
+        "bounded by the node timeout: {took:?}"
+    );
+    assert!(
+        holders(&nodes[3..], "job").iter().all(Option::is_none),
+        "live nodes released"
+    );
+    // The paused nodes got the acquire and then the release-on-all: once
+    // they resume, nothing is left behind.
+    for n in &nodes[..3] {
+        n.signal("CONT");
+    }
+    assert!(eventually(Duration::from_secs(3), || holders(
+        &nodes, "job"
+    )
+    .iter()
+    .all(Option::is_none)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn validity_is_never_overstated() {
+    let nodes = servers(5);
+    let ttl = Duration::from_millis(2000);
+    let locker = locker(&nodes, ttl);
+    for i in 0..10 {
+        let lock = locker.try_lock(&format!("v{i}")).await.unwrap();
+        let claimed = lock.validity();
+        assert!(claimed <= ttl - ttl / 100, "drift subtracted: {claimed:?}");
+        // Every node's remaining TTL, read after the claim, is at least the claim minus the read time.
+        let before_reads = Instant::now();
+        for n in &nodes {
+            let Some(st) = status(&mut n.conn(), &format!("v{i}")) else {
+                continue; // a straggler's grant may still be in flight
+            };
+            let left = st.2 as u128;
+            let read_time = before_reads.elapsed().as_millis();
+            assert!(
+                left + read_time + 1 >= claimed.as_millis(),
+                "node has {left}ms, client claims {claimed:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_renewal_keeps_the_lock_past_three_ttls() {
+    let nodes = servers(5);
+    let ttl = Duration::from_millis(300);
+    let locker = locker(&nodes, ttl);
+    let guard = locker.lock_auto("renewed", Duration::ZERO).await.unwrap();
+    tokio::time::sleep(ttl * 4).await;
+    assert!(!guard.is_lost());
+    let owner = guard.owner().as_bytes().to_vec();
+    assert!(holders(&nodes, "renewed")
+        .iter()
+        .all(|h| h.as_deref() == Some(owner.as_slice())));
+    assert!(matches!(
+        locker.try_lock("renewed").await,
+        Err(Error::Taken)
+    ));
+    guard.unlock().await.unwrap();
+    assert!(holders(&nodes, "renewed").iter().all(Option::is_none));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_a_majority_fires_the_lost_signal() {
+    let mut nodes = servers(5);
+    let ttl = Duration::from_millis(500);
+    let locker = locker(&nodes, ttl);
+    let mut guard = locker.lock_auto("doomed", Duration::ZERO).await.unwrap();
+    let killed = Instant::now();
+    for n in &mut nodes[..3] {
+        n.kill();
+    }
+    tokio::time::timeout(ttl * 2, guard.lost())
+        .await
+        .expect("lost signal within two TTLs");
+    assert!(guard.is_lost());
+    assert!(
+        killed.elapsed() <= ttl + Duration::from_millis(100),
+        "signalled before the TTL ran out"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_the_guard_stops_renewal_and_releases() {
+    let nodes = servers(3);
+    let locker = locker(&nodes, Duration::from_secs(5));
+    let guard = locker.lock_auto("dropped", Duration::ZERO).await.unwrap();
+    drop(guard);
+    let free = || holders(&nodes, "dropped").iter().all(Option::is_none);
+    assert!(eventually(Duration::from_secs(2), free));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fencing_tokens_increase_across_holders_on_shifting_majorities() {
+    let nodes = servers(5);
+    // Node 4's counter runs far ahead of the others.
+    let mut c = nodes[4].conn();
+    let t = int(&mut c, "LOCK.ACQUIRE bump x 1000");
+    int(&mut c, &format!("LOCK.FENCE bump x {}", t + 1_000_000_000));
+    int(&mut c, "LOCK.RELEASE bump x");
+    // Without fencing first: the fenced run raises node 2 for good.
+    for fencing in [false, true] {
+        let name = format!("fenced:{fencing}");
+        let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+        let locker = Builder::new(&urls)
+            .node_timeout(Duration::from_millis(100))
+            .fencing(fencing)
+            .build()
+            .unwrap();
+        let warm = locker.try_lock(&format!("warm:{fencing}")).await.unwrap(); // connections up
+        locker.unlock(&warm).await.unwrap();
+        // Holder A: majority {2,3,4}, token from node 4 (far ahead).
+        nodes[0].signal("STOP");
+        nodes[1].signal("STOP");
+        let a = locker.try_lock(&name).await.unwrap();
+        locker.unlock(&a).await.unwrap();
+        nodes[0].signal("CONT");
+        nodes[1].signal("CONT");
+        // The paused nodes replay A's queued acquire and release.
+        assert!(eventually(Duration::from_secs(3), || holders(
+            &nodes, &name
+        )
+        .iter()
+        .all(Option::is_none)));
+        // Holder B: majority {0,1,2}; only node 2 overlaps with A's.
+        nodes[3].signal("STOP");
+        nodes[4].signal("STOP");
+        let b = locker.try_lock(&name).await.unwrap();
+        locker.unlock(&b).await.unwrap();
+        nodes[3].signal("CONT");
+        nodes[4].signal("CONT");
+        if fencing {
+            assert!(
+                b.token() > a.token(),
+                "fenced: {} then {}",
+                a.token(),
+                b.token()
+            );
+        } else {
+            assert!(
+                b.token() < a.token(),
+                "without the fencing round tokens can go back: {} then {}",
+                a.token(),
+                b.token()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn single_server_waits_in_the_server() {
+    let nodes = servers(1);
+    let locker = locker(&nodes, Duration::from_secs(5));
+    let first = locker.try_lock("solo").await.unwrap();
+    let waiter = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.lock("solo", Duration::from_secs(5)).await })
+    };
+    let mut c = nodes[0].conn();
+    assert!(
+        eventually(Duration::from_secs(2), || status(&mut c, "solo")
+            .is_some_and(|s| s.4 == 1)),
+        "queued in the server"
+    );
+    locker.unlock(&first).await.unwrap();
+    let second = waiter.await.unwrap().unwrap();
+    assert!(second.token() > first.token());
+    assert_eq!(info_field(&mut c, "lock", "lock_handoffs"), "1");
+    // Not within the wait: Taken.
+    let started = Instant::now();
+    assert!(matches!(
+        locker.lock("solo", Duration::from_millis(200)).await,
+        Err(Error::Taken)
+    ));
+    assert!(started.elapsed() >= Duration::from_millis(200));
+}
