@@ -1,0 +1,230 @@
+//! The `redis-lock` CLI against real servers.
+
+mod common;
+use common::*;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn cli_path() -> PathBuf {
+    module_path().with_file_name("redis-lock")
+}
+
+fn servers_arg(nodes: &[Server]) -> String {
+    nodes.iter().map(Server::url).collect::<Vec<_>>().join(",")
+}
+
+fn cli(nodes: &[Server], args: &[&str]) -> Command {
+    let mut c = Command::new(cli_path());
+    c.env("REDIS_LOCK_SERVERS", servers_arg(nodes)).args(args);
+    c
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("redis-lock-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+#[test]
+fn run_passes_the_lock_to_the_command_and_its_exit_code_back() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let out = cli(
+        &nodes,
+        &[
+            "run",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "echo $REDIS_LOCK_NAME $REDIS_LOCK_TOKEN $REDIS_LOCK_OWNER; exit 7",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    let line = String::from_utf8(out.stdout).unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[0], "job");
+    assert!(words[1].parse::<u64>().unwrap() > 0);
+    assert_eq!(words[2].len(), 32);
+    assert!(
+        nodes.iter().all(|n| status(&mut n.conn(), "job").is_none()),
+        "released after exit"
+    );
+}
+
+#[test]
+fn busy_lock_gives_the_not_acquired_exit_code() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    for n in &nodes {
+        int(&mut n.conn(), "LOCK.ACQUIRE job someone-else 30000");
+    }
+    let started = Instant::now();
+    let out = cli(&nodes, &["run", "--wait", "300ms", "job", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not acquired"));
+}
+
+#[test]
+fn eight_concurrent_clis_count_exactly() {
+    let nodes: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let dir = scratch("counter");
+    let file = dir.join("count");
+    std::fs::write(&file, "0").unwrap();
+    let body = format!(
+        "n=$(cat {f}); sleep 0.01; echo $((n+1)) > {f}",
+        f = file.display()
+    );
+    let rounds = 5;
+    let procs: Vec<_> = (0..8)
+        .map(|_| {
+            let script = format!(
+                "for i in $(seq {rounds}); do {cli} run --wait 60s --ttl 5s counter -- sh -c '{body}' || exit 1; done",
+                cli = cli_path().display()
+            );
+            Command::new("sh")
+                .arg("-c")
+                .arg(script)
+                .env("REDIS_LOCK_SERVERS", servers_arg(&nodes))
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut p in procs {
+        assert!(p.wait().unwrap().success());
+    }
+    let count: u32 = std::fs::read_to_string(&file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        count,
+        8 * rounds,
+        "no lost update: every increment ran under the lock"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn losing_the_lock_stops_the_command_with_its_own_exit_code() {
+    let mut nodes: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let dir = scratch("lost");
+    let pidfile = dir.join("pid");
+    let mut run = cli(
+        &nodes,
+        &[
+            "run",
+            "--ttl",
+            "500ms",
+            "--grace",
+            "500ms",
+            "doomed",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $$ > {}; exec sleep 30", pidfile.display()),
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    assert!(eventually(Duration::from_secs(5), || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| !s.trim().is_empty())
+    }));
+    let child: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    for n in &mut nodes[..3] {
+        n.kill();
+    }
+    let killed = Instant::now();
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(76));
+    assert!(
+        killed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        killed.elapsed()
+    );
+    assert!(!alive(child), "the command was stopped");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("lost"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn sigterm_is_forwarded_and_the_lock_released() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let dir = scratch("term");
+    let ready = dir.join("ready");
+    let script = format!(
+        "trap 'exit 9' TERM; touch {}; while true; do sleep 0.05; done",
+        ready.display()
+    );
+    let mut run = cli(&nodes, &["run", "job", "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(5), || ready.exists()));
+    assert!(nodes.iter().all(|n| status(&mut n.conn(), "job").is_some()));
+    // SAFETY: kill(2) on the CLI process this test started.
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    assert_eq!(
+        run.wait().unwrap().code(),
+        Some(9),
+        "the command's own exit code"
+    );
+    assert!(
+        nodes.iter().all(|n| status(&mut n.conn(), "job").is_none()),
+        "released"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn status_and_release_for_operators() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    for n in &nodes[..2] {
+        int(&mut n.conn(), "LOCK.ACQUIRE job stuck-owner 30000");
+    }
+    let out = cli(&nodes, &["status", "job"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.matches("owner=stuck-owner").count(), 2, "{text}");
+    assert_eq!(text.matches("free").count(), 1, "{text}");
+    let out = cli(&nodes, &["release", "job", "--owner", "stuck-owner"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .matches("released")
+            .count(),
+        2
+    );
+    assert!(nodes.iter().all(|n| status(&mut n.conn(), "job").is_none()));
+    let help = cli(&nodes, &["--help"]).output().unwrap();
+    assert!(String::from_utf8(help.stdout)
+        .unwrap()
+        .contains("Exit codes"));
+    let bad = cli(&nodes, &["run", "--ttl", "soon", "job", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid duration"));
+}
