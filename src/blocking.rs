@@ -151,6 +151,10 @@ pub fn settle(ctx: Ctx, name: RawString) {
         }
         Slot::Empty => {}
     }
+    if let Some(left) = crate::guard::remaining(now) {
+        drop(key);
+        return arm(ctx, id, left); // no new grants while the guard is up
+    }
     let Some(next) = queues().pop_front(&id) else {
         return;
     };

@@ -7,7 +7,7 @@ use crate::config;
 use crate::fencing::TokenCounter;
 use crate::ffi::{bytes, guard, Ctx, Key, RawCtx, RawString, Slot};
 use crate::lock::{self, Acquire, Lock, Release};
-use crate::{blocking, stats};
+use crate::{blocking, guard, stats};
 use std::ffi::c_int;
 
 /// The server's fencing-token counter (see `fencing.rs`).
@@ -78,6 +78,9 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
             }
             Acquire::Free => stats::expired(), // an expired lock is replaced below
         },
+    }
+    if let Some(left) = guard::remaining(now) {
+        return ctx.error(&guard::refusal(left));
     }
     // A free key with a queue belongs to the queue's head: no barging.
     if blocking::waiting(ctx, name) > 0 {

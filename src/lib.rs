@@ -11,6 +11,7 @@ pub mod config;
 mod datatype;
 pub mod fencing;
 mod ffi;
+mod guard;
 pub mod lock;
 mod reaper;
 mod stats;
@@ -98,10 +99,41 @@ const COMMANDS: [CommandSpec; 6] = [
     },
 ];
 
+/// `CONFIG GET name` as a string ("" if unavailable).
+fn server_config(ctx: &Context, name: &str) -> String {
+    match ctx.call("CONFIG", &["GET", name]) {
+        Ok(redis_module::RedisValue::Array(kv)) => match kv.get(1) {
+            Some(redis_module::RedisValue::SimpleString(v)) => v.clone(),
+            Some(redis_module::RedisValue::BulkString(v)) => v.clone(),
+            Some(redis_module::RedisValue::BulkRedisString(v)) => v.to_string(),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    }
+}
+
+/// Replica promoted to primary: it may have missed the latest grants.
+unsafe extern "C" fn on_role_change(
+    _ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut std::ffi::c_void,
+) {
+    if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
+        guard::arm(config::restart_delay_ms());
+    }
+}
+
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // Tokens start above the wall clock in microseconds; RDB/AOF loading
     // then raises the counter to whatever was persisted (see fencing.rs).
     commands::TOKENS.observe(clock::unix_micros());
+    if !guard::persistence_is_complete(
+        &server_config(ctx, "appendonly"),
+        &server_config(ctx, "appendfsync"),
+    ) {
+        guard::arm(config::restart_delay_ms());
+    }
     let ctx = ctx.ctx;
     // SAFETY: called once from RedisModule_OnLoad with a valid ctx; all
     // names and flag strings are NUL-terminated statics.
@@ -133,6 +165,11 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             dataver: 1,
         };
         api!(RedisModule_SubscribeToServerEvent)(ctx, flush, Some(blocking::on_flush));
+        let role = raw::RedisModuleEvent {
+            id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+            dataver: 1,
+        };
+        api!(RedisModule_SubscribeToServerEvent)(ctx, role, Some(on_role_change));
         // Any change to a key with waiters may free its lock (DEL, SET...).
         api!(RedisModule_SubscribeToKeyspaceEvents)(
             ctx,
@@ -153,6 +190,7 @@ redis_module! {
         i64: [
             ["max-ttl-ms", &config::MAX_TTL_MS, config::DEFAULT_MAX_TTL_MS, 1, 1 << 40, ConfigurationFlags::DEFAULT, None],
             ["max-owner-len", &config::MAX_OWNER_LEN, config::DEFAULT_MAX_OWNER_LEN, 1, 1 << 20, ConfigurationFlags::DEFAULT, None],
+            ["restart-delay-ms", &config::RESTART_DELAY_MS, 0, 0, 1 << 40, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],

@@ -53,7 +53,8 @@ pub fn wait_timed_out() {
 
 /// Fills `INFO lock`. Redis prefixes each field with the module name.
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    let fields: [(&CStr, u64); 12] = [
+    let now = crate::clock::now_ms();
+    let fields: [(&CStr, u64); 13] = [
         (c"held", HELD.load(Relaxed).max(0) as u64),
         (c"acquired", ACQUIRED.load(Relaxed)),
         (c"contended", CONTENDED.load(Relaxed)),
@@ -66,6 +67,10 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
         (c"handoffs", HANDOFFS.load(Relaxed)),
         (c"wait_timeouts", WAIT_TIMEOUTS.load(Relaxed)),
         (c"waiters", crate::blocking::total_waiters() as u64),
+        (
+            c"restart_guard_ms_left",
+            crate::guard::remaining(now).unwrap_or(0),
+        ),
     ];
     // SAFETY: valid info ctx during the callback; names are NUL-terminated.
     unsafe {

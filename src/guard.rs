@@ -1,0 +1,69 @@
+//! The restart / failover guard. A node that lost its memory (restarted
+//! without fsync'd persistence) or a replica just promoted (it may have
+//! missed the latest grants) could hand out a lock someone else still holds
+//! on the other nodes. For `lock.restart-delay-ms` after load or promotion,
+//! acquiring a lock that is not already held is refused with `-TRYAGAIN`;
+//! holders can still release, extend and renew. A delay >= the longest TTL
+//! in use lets every lock granted before the restart expire first.
+
+use crate::clock;
+use crate::lock::Millis;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Monotonic deadline of the guard; 0 = off.
+static UNTIL: AtomicU64 = AtomicU64::new(0);
+
+/// Refuse new locks for `delay` ms from now.
+pub fn arm(delay: Millis) {
+    UNTIL.store(
+        if delay == 0 {
+            0
+        } else {
+            clock::now_ms() + delay
+        },
+        Relaxed,
+    );
+}
+
+/// Milliseconds the guard still refuses new locks (None when off).
+pub fn remaining(now: Millis) -> Option<Millis> {
+    let until = UNTIL.load(Relaxed);
+    (until > now).then(|| until - now)
+}
+
+/// The error a refused acquire gets.
+pub fn refusal(left: Millis) -> String {
+    format!(
+        "TRYAGAIN lock server restarted or was promoted: new locks refused for another {left} ms (lock.restart-delay-ms)"
+    )
+}
+
+/// Whether the data this server loaded can be trusted to hold every grant:
+/// an AOF fsync'd on every write.
+pub fn persistence_is_complete(appendonly: &str, appendfsync: &str) -> bool {
+    appendonly.eq_ignore_ascii_case("yes") && appendfsync.eq_ignore_ascii_case("always")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_counts_down_and_can_be_off() {
+        arm(0);
+        assert_eq!(remaining(clock::now_ms()), None);
+        arm(10_000);
+        let left = remaining(clock::now_ms()).unwrap();
+        assert!(left > 9_000 && left <= 10_000);
+        assert_eq!(remaining(clock::now_ms() + 10_001), None);
+        assert!(refusal(5).starts_with("TRYAGAIN "));
+        arm(0);
+    }
+
+    #[test]
+    fn only_an_always_fsynced_aof_skips_the_guard() {
+        assert!(persistence_is_complete("yes", "always"));
+        assert!(!persistence_is_complete("yes", "everysec"));
+        assert!(!persistence_is_complete("no", "always"));
+    }
+}

@@ -1,0 +1,159 @@
+//! Restart/failover guard and clock-jump immunity on real servers.
+
+mod common;
+use common::*;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Build tests/clockshim/clockshim.c once per test run.
+fn clockshim() -> PathBuf {
+    static SHIM: OnceLock<PathBuf> = OnceLock::new();
+    SHIM.get_or_init(|| {
+        let out = module_path().with_file_name("clockshim.so");
+        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clockshim/clockshim.c");
+        let ok = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-O2", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .arg("-ldl")
+            .status()
+            .expect("cc");
+        assert!(ok.success(), "building the clock shim");
+        out
+    })
+    .clone()
+}
+
+#[test]
+fn wall_clock_jump_frees_set_nx_px_but_not_a_lock() {
+    let offset_file = std::env::temp_dir().join(format!("clockshim-{}", std::process::id()));
+    std::fs::write(&offset_file, "0").unwrap();
+    let shim = clockshim();
+    let s = Server::with_env(
+        &[],
+        &[],
+        &[
+            ("LD_PRELOAD", shim.to_str().unwrap()),
+            ("CLOCKSHIM_FILE", offset_file.to_str().unwrap()),
+        ],
+    );
+    let mut c = s.conn();
+    q(&mut c, "SET plain token NX PX 30000").unwrap();
+    let t = int(&mut c, "LOCK.ACQUIRE lock owner 30000");
+    let before: i64 = redis::cmd("TIME").query::<Vec<i64>>(&mut c).unwrap()[0];
+    std::fs::write(&offset_file, "40").unwrap(); // the server's wall clock jumps 40 s ahead
+    std::thread::sleep(Duration::from_millis(300));
+    let after: i64 = redis::cmd("TIME").query::<Vec<i64>>(&mut c).unwrap()[0];
+    assert!(
+        after - before >= 40,
+        "the shim moved the server's clock: {before} -> {after}"
+    );
+    assert_eq!(
+        q(&mut c, "GET plain").unwrap(),
+        Value::Nil,
+        "SET NX PX key freed by the jump"
+    );
+    assert_eq!(
+        q(&mut c, "SET plain other NX PX 30000").unwrap(),
+        Value::Okay,
+        "and a second holder gets it"
+    );
+    let (owner, token, ttl, ..) = status(&mut c, "lock").expect("the lock survives the jump");
+    assert_eq!((owner.as_slice(), token), (&b"owner"[..], t));
+    assert!(ttl > 29_000, "and keeps its remaining TTL: {ttl}");
+    assert_eq!(
+        q(&mut c, "LOCK.ACQUIRE lock intruder 30000").unwrap(),
+        Value::Nil
+    );
+    // A jump backwards neither extends the lock nor stalls its expiry.
+    int(&mut c, "LOCK.ACQUIRE short owner 300");
+    std::fs::write(&offset_file, "-3600").unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || int(&mut c, "EXISTS short") == 0),
+        "expired on time"
+    );
+    let _ = std::fs::remove_file(offset_file);
+}
+
+#[test]
+fn restart_guard_refuses_new_locks_but_not_holders() {
+    let mut s = Server::with(&["--save", "3600 1"], &["restart-delay-ms", "1500"]);
+    let mut c = s.conn();
+    let e = err(&mut c, "LOCK.ACQUIRE fresh a 1000");
+    assert!(e.contains("new locks refused for another"), "{e}");
+    assert!(e.contains("TryAgain") || e.contains("TRYAGAIN"), "{e}");
+    assert!(eventually(Duration::from_secs(3), || q(
+        &mut c,
+        "LOCK.ACQUIRE held a 30000"
+    )
+    .is_ok()));
+    let t = status(&mut c, "held").unwrap().1;
+    q(&mut c, "SAVE").unwrap();
+    s.restart(); // the guard is up again after a restart without fsync'd AOF
+    let mut c = s.conn();
+    assert!(
+        info_field(&mut c, "lock", "lock_restart_guard_ms_left")
+            .parse::<u64>()
+            .unwrap()
+            > 1000
+    );
+    assert!(err(&mut c, "LOCK.ACQUIRE other b 1000").contains("refused"));
+    assert_eq!(
+        int(&mut c, "LOCK.ACQUIRE held a 30000"),
+        t,
+        "the holder renews"
+    );
+    assert_eq!(int(&mut c, "LOCK.EXTEND held a 30000"), 1, "and extends");
+    assert_eq!(
+        q(&mut c, "LOCK.ACQUIRE held b 30000").unwrap(),
+        Value::Nil,
+        "others still see it held"
+    );
+    assert_eq!(int(&mut c, "LOCK.RELEASE held a"), 1, "and releases");
+    assert!(
+        err(&mut c, "LOCK.ACQUIRE held b 30000").contains("refused"),
+        "a freed lock is new again"
+    );
+}
+
+#[test]
+fn no_guard_with_an_always_fsynced_aof() {
+    let s = Server::with(
+        &["--appendonly", "yes", "--appendfsync", "always"],
+        &["restart-delay-ms", "60000"],
+    );
+    let mut c = s.conn();
+    assert!(int(&mut c, "LOCK.ACQUIRE k a 1000") > 0);
+}
+
+#[test]
+fn promoted_replica_refuses_new_locks_for_the_delay() {
+    let primary = Server::start();
+    let replica = Server::with(
+        &["--replicaof", "127.0.0.1", &primary.port.to_string()],
+        &["restart-delay-ms", "800"],
+    );
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    assert!(eventually(Duration::from_secs(10), || info_field(
+        &mut r,
+        "replication",
+        "master_link_status"
+    ) == "up"));
+    std::thread::sleep(Duration::from_millis(900)); // the start-up guard has passed
+    int(&mut p, "LOCK.ACQUIRE held a 30000");
+    q(&mut p, "WAIT 1 2000").unwrap();
+    q(&mut r, "REPLICAOF NO ONE").unwrap();
+    assert!(err(&mut r, "LOCK.ACQUIRE new b 1000").contains("refused"));
+    assert_eq!(
+        q(&mut r, "LOCK.ACQUIRE held b 1000").unwrap(),
+        Value::Nil,
+        "replicated lock still held"
+    );
+    assert_eq!(int(&mut r, "LOCK.EXTEND held a 30000"), 1);
+    assert!(eventually(Duration::from_secs(3), || q(
+        &mut r,
+        "LOCK.ACQUIRE new b 1000"
+    )
+    .is_ok()));
+}
