@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn cli_path() -> PathBuf {
-    module_path().with_file_name("redis-lock")
+    workspace_binary("redis-lock")
 }
 
 fn servers_arg(nodes: &[Server]) -> String {

@@ -2,34 +2,13 @@
 
 mod common;
 use common::*;
-use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
-
-/// Build tests/clockshim/clockshim.c once per test run.
-fn clockshim() -> PathBuf {
-    static SHIM: OnceLock<PathBuf> = OnceLock::new();
-    SHIM.get_or_init(|| {
-        let out = module_path().with_file_name("clockshim.so");
-        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clockshim/clockshim.c");
-        let ok = std::process::Command::new("cc")
-            .args(["-shared", "-fPIC", "-O2", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .arg("-ldl")
-            .status()
-            .expect("cc");
-        assert!(ok.success(), "building the clock shim");
-        out
-    })
-    .clone()
-}
 
 #[test]
 fn wall_clock_jump_frees_set_nx_px_but_not_a_lock() {
     let offset_file = std::env::temp_dir().join(format!("clockshim-{}", std::process::id()));
     std::fs::write(&offset_file, "0").unwrap();
-    let shim = clockshim();
+    let shim = shim::clockshim();
     let s = Server::with_env(
         &[],
         &[],

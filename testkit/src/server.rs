@@ -1,0 +1,285 @@
+//! Real redis-server processes with the module loaded, on free ports, in
+//! their own scratch directories, killed when dropped; and small helpers to
+//! talk to them.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub use redis::Value;
+
+/// The module under test: $REDIS_LOCK_MODULE, or libredis_lock.so in the
+/// cargo profile directory of the running binary (target/<profile>/ for a
+/// binary, target/<profile>/deps/ for a test).
+pub fn module_path() -> PathBuf {
+    if let Ok(p) = std::env::var("REDIS_LOCK_MODULE") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("own binary path");
+    let dir = exe.parent().expect("binary directory");
+    let found = [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .map(|d| d.join("libredis_lock.so"))
+        .find(|p| p.exists());
+    found.unwrap_or_else(|| dir.join("libredis_lock.so"))
+}
+
+/// A binary of this workspace built next to the module (e.g. `redis-lock`).
+pub fn workspace_binary(name: &str) -> PathBuf {
+    module_path().with_file_name(name)
+}
+
+/// A port nobody listens on right now (and whose cluster bus port +10000 is
+/// in range). Never 6379.
+pub fn free_port() -> u16 {
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if port != 6379 && port < 55000 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn scratch_dir() -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "redis-lock-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    pub dir: PathBuf,
+    args: Vec<String>,
+    module_args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+impl Server {
+    /// A plain server: no persistence, the module with default settings.
+    pub fn start() -> Server {
+        Server::with(&[], &[])
+    }
+
+    /// `args` go to redis-server (`--name value` pairs), `module_args` after
+    /// the module path on the --loadmodule line.
+    pub fn with(args: &[&str], module_args: &[&str]) -> Server {
+        Server::with_env(args, module_args, &[])
+    }
+
+    pub fn with_env(args: &[&str], module_args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut s = Server {
+            child: None,
+            port: free_port(),
+            dir: scratch_dir(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            module_args: module_args.iter().map(|a| a.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let mut load = vec![module_path().display().to_string()];
+        load.extend(self.module_args.iter().cloned());
+        let mut cmd = Command::new("redis-server");
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--save")
+            .arg("")
+            .arg("--appendonly")
+            .arg("no")
+            .arg("--loadmodule")
+            .args(&load)
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd.arg("--logfile").arg(self.dir.join("redis.log"));
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().expect("spawn redis-server"));
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "redis-server exited early ({status}); log:\n{}",
+                    self.log()
+                        .lines()
+                        .rev()
+                        .take(8)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
+            }
+            if let Ok(mut c) = self.try_conn() {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not answer PING; log:\n{}", self.log());
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
+        let client = redis::Client::open(self.url())?;
+        client.get_connection_with_timeout(Duration::from_secs(2))
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        let c = self.try_conn().expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// SIGKILL and wait: nothing is saved.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start again with the same port, directory and arguments.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn signal(&self, sig: &str) {
+        Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill(); // SIGKILL also ends a SIGSTOPped server
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Run a command given as words; panics on transport errors only.
+pub fn run(con: &mut redis::Connection, words: &[&[u8]]) -> redis::RedisResult<Value> {
+    let mut cmd = redis::cmd(std::str::from_utf8(words[0]).unwrap());
+    for w in &words[1..] {
+        cmd.arg(*w);
+    }
+    cmd.query(con)
+}
+
+/// Shorthand: a command from space-separated words.
+pub fn q(con: &mut redis::Connection, line: &str) -> redis::RedisResult<Value> {
+    let words: Vec<&[u8]> = line.split_whitespace().map(str::as_bytes).collect();
+    run(con, &words)
+}
+
+pub fn int(con: &mut redis::Connection, line: &str) -> i64 {
+    match q(con, line) {
+        Ok(Value::Int(i)) => i,
+        other => panic!("{line}: expected an integer, got {other:?}"),
+    }
+}
+
+pub fn err(con: &mut redis::Connection, line: &str) -> String {
+    match q(con, line) {
+        Err(e) => e.to_string(),
+        Ok(v) => panic!("{line}: expected an error, got {v:?}"),
+    }
+}
+
+/// LOCK.STATUS as (owner, token, ttl, holds, waiters), None when not held.
+pub fn status(con: &mut redis::Connection, key: &str) -> Option<(Vec<u8>, i64, i64, i64, i64)> {
+    let v = q(con, &format!("LOCK.STATUS {key}")).unwrap();
+    let items = match v {
+        Value::Nil => return None,
+        Value::Array(items) => items,
+        other => panic!("LOCK.STATUS: unexpected {other:?}"),
+    };
+    let field = |name: &str| -> &Value {
+        let i = items
+            .iter()
+            .position(|v| matches!(v, Value::BulkString(b) if b == name.as_bytes()))
+            .unwrap_or_else(|| panic!("no {name} in {items:?}"));
+        &items[i + 1]
+    };
+    let num = |name: &str| match field(name) {
+        Value::Int(i) => *i,
+        other => panic!("{name}: {other:?}"),
+    };
+    let owner = match field("owner") {
+        Value::BulkString(b) => b.clone(),
+        other => panic!("owner: {other:?}"),
+    };
+    Some((
+        owner,
+        num("token"),
+        num("ttl"),
+        num("holds"),
+        num("waiters"),
+    ))
+}
+
+/// Poll `f` until it returns true or `limit` passes.
+pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> String {
+    let text: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}:\n{text}"))
+        .trim()
+        .to_string()
+}
