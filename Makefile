@@ -11,12 +11,16 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 all: build
 
-# Installs redis-server, redis-tools (redis-cli) and libclang-dev (needed by
-# the redis-module crate's bindgen) when any of them is missing.
+# Installs redis-server, redis-tools (redis-cli), libclang-dev (bindgen of
+# the redis-module crate), gcc (the test clock shim), pkg-config and
+# libssl-dev (TLS in the client) when any of them is missing.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing gcc"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	dpkg -s libssl-dev >/dev/null 2>&1 || missing="$$missing libssl-dev"; \
 	dpkg -s libclang-dev >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -46,6 +50,12 @@ integration: build
 
 test: build lint
 	REDIS_LOCK_MODULE=$(MODULE) $(CARGO) test --release --workspace -- --test-threads=2
+
+# Long chaos run (default 5 minutes): 5 servers, nemeses, the checker's table.
+CHAOS_SECONDS ?= 300
+CHAOS_WORKERS ?= 6
+chaos: build
+	REDIS_LOCK_MODULE=$(MODULE) ./target/release/redis-lock-chaos --seconds $(CHAOS_SECONDS) --workers $(CHAOS_WORKERS)
 
 clean:
 	$(CARGO) clean

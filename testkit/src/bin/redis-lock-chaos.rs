@@ -1,0 +1,468 @@
+//! redis-lock-chaos: mutual exclusion under faults, checked.
+//!
+//! Starts N servers with the module (each under the clock shim), a fenced
+//! resource that rejects tokens below the highest it accepted, and K worker
+//! processes that loop acquire -> write -> hold -> write -> release with the
+//! quorum client, logging every window. Meanwhile nemeses pause clients past
+//! their TTL, pause a minority of servers, crash-restart a minority without
+//! persistence, and jump one server's wall clock. At the end the logs are
+//! analysed (testkit::chaos) and the run exits 1 on any violation.
+//!
+//! `--unsafe no-guard` crash-restarts a majority with the restart guard off;
+//! `--unsafe setnx-clock` uses plain `SET NX PX` locks on one server whose
+//! clock jumps ahead. Both must be caught.
+
+use clap::{Parser, ValueEnum};
+use rand::seq::SliceRandom;
+use rand::Rng;
+use redis_lock_client::{Builder, Error};
+use redis_lock_testkit::chaos::{self, Record, Write, WriteResult};
+use redis_lock_testkit::shim::ClockOffset;
+use redis_lock_testkit::Server;
+use std::io::{BufRead, BufReader, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
+enum Unsafe {
+    None,
+    NoGuard,
+    SetnxClock,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "Chaos checker for redis-lock: proves (or disproves) mutual exclusion under faults"
+)]
+struct Args {
+    /// How long the workers run.
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    #[arg(long, default_value_t = 5)]
+    nodes: usize,
+    /// Lock TTL in ms.
+    #[arg(long, default_value_t = 1000)]
+    ttl: u64,
+    #[arg(long, value_enum, default_value_t = Unsafe::None)]
+    r#unsafe: Unsafe,
+    #[command(subcommand)]
+    worker: Option<Worker>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Worker {
+    /// (internal) one worker process
+    Worker {
+        #[arg(long, value_delimiter = ',')]
+        servers: Vec<String>,
+        #[arg(long)]
+        fenced: u16,
+        #[arg(long)]
+        log: PathBuf,
+        #[arg(long)]
+        ttl: u64,
+        #[arg(long)]
+        seconds: u64,
+        #[arg(long)]
+        setnx: bool,
+    },
+}
+
+/// Machine-wide monotonic nanoseconds (comparable across processes).
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: plain clock_gettime into a local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match args.worker {
+        Some(Worker::Worker {
+            servers,
+            fenced,
+            log,
+            ttl,
+            seconds,
+            setnx,
+        }) => {
+            worker(&servers, fenced, &log, ttl, seconds, setnx);
+            ExitCode::SUCCESS
+        }
+        None => orchestrate(&args),
+    }
+}
+
+// ---------------------------------------------------------------- fenced resource
+
+/// A resource that accepts a write only if its token is >= the highest it
+/// has accepted: `W <token>\n` -> `OK\n` | `STALE\n`.
+fn fenced_resource() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let highest = Arc::new(AtomicU64::new(0));
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let highest = highest.clone();
+            std::thread::spawn(move || serve_fenced(conn, &highest));
+        }
+    });
+    port
+}
+
+fn serve_fenced(conn: TcpStream, highest: &AtomicU64) {
+    let mut out = conn.try_clone().unwrap();
+    for line in BufReader::new(conn).lines().map_while(Result::ok) {
+        let token: u64 = line.trim_start_matches("W ").trim().parse().unwrap_or(0);
+        // Accept iff token >= highest, atomically.
+        let accepted = highest
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| {
+                (token >= h).then_some(token)
+            })
+            .is_ok();
+        if out
+            .write_all(if accepted { b"OK\n" } else { b"STALE\n" })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- worker
+
+struct Fenced {
+    out: TcpStream,
+    input: BufReader<TcpStream>,
+}
+
+impl Fenced {
+    fn connect(port: u16) -> Fenced {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        Fenced {
+            out: s.try_clone().unwrap(),
+            input: BufReader::new(s),
+        }
+    }
+
+    fn write(&mut self, token: u64) -> Write {
+        let at = mono_ns();
+        self.out
+            .write_all(format!("W {token}\n").as_bytes())
+            .unwrap();
+        let mut reply = String::new();
+        self.input.read_line(&mut reply).unwrap();
+        let result = if reply.starts_with("OK") {
+            WriteResult::Accepted
+        } else {
+            WriteResult::Rejected
+        };
+        Write { at, result }
+    }
+}
+
+/// What a worker holds: a quorum lock, or a plain SET NX PX owner.
+enum Held {
+    Quorum(redis_lock_client::Lock),
+    Plain(String),
+}
+
+fn worker(
+    servers: &[String],
+    fenced_port: u16,
+    log: &PathBuf,
+    ttl: u64,
+    seconds: u64,
+    setnx: bool,
+) {
+    let mut log = std::fs::File::create(log).unwrap();
+    let mut fenced = Fenced::connect(fenced_port);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ttl = Duration::from_millis(ttl);
+    let locker = Builder::new(servers)
+        .ttl(ttl)
+        .node_timeout(ttl / 10)
+        .build()
+        .unwrap();
+    let mut plain = setnx.then(|| {
+        redis::Client::open(servers[0].as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    });
+    let stop = Instant::now() + Duration::from_secs(seconds);
+    let mut rng = rand::thread_rng();
+    while Instant::now() < stop {
+        let acquired = match plain.as_mut() {
+            Some(con) => setnx_lock(con, ttl)
+                .map(|(owner, token, validity)| (Held::Plain(owner), token, validity)),
+            None => rt.block_on(locker.lock("chaos", ttl)).map(|l| {
+                let (token, validity) = (l.token(), l.validity());
+                (Held::Quorum(l), token, validity)
+            }),
+        };
+        let (held, token, validity) = match acquired {
+            Ok(got) => got,
+            Err(e) => {
+                let kind = match e {
+                    Error::NoQuorum { .. } => "no-quorum",
+                    Error::Taken => "taken",
+                    _ => "other",
+                };
+                writeln!(log, "ERR {kind} {e}").unwrap();
+                continue;
+            }
+        };
+        let acquired_at = mono_ns();
+        let valid_until = acquired_at + validity.as_nanos() as u64;
+        let first = fenced.write(token);
+        let hold_ms = rng.gen_range(1..=(ttl.as_millis() as u64 / 5).max(2));
+        std::thread::sleep(Duration::from_millis(hold_ms));
+        // A worker paused here past its TTL comes back and writes anyway.
+        let last = fenced.write(token);
+        let released = mono_ns();
+        let owner = match held {
+            Held::Plain(owner) => {
+                setnx_unlock(plain.as_mut().unwrap(), &owner);
+                owner
+            }
+            Held::Quorum(lock) => {
+                let _ = rt.block_on(locker.unlock(&lock));
+                lock.owner().to_string()
+            }
+        };
+        let record = Record {
+            owner,
+            token,
+            acquired: acquired_at,
+            valid_until,
+            released,
+            writes: [first, last],
+        };
+        writeln!(log, "{}", record.to_line()).unwrap();
+    }
+}
+
+fn setnx_lock(
+    con: &mut redis::Connection,
+    ttl: Duration,
+) -> Result<(String, u64, Duration), Error> {
+    let owner = redis_lock_client::random_owner();
+    let start = Instant::now();
+    loop {
+        let ok: Option<String> = redis::cmd("SET")
+            .arg("chaos")
+            .arg(&owner)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl.as_millis() as u64)
+            .query(con)?;
+        if ok.is_some() {
+            let token: u64 = redis::cmd("INCR").arg("chaos:token").query(con)?;
+            let validity =
+                ttl.saturating_sub(start.elapsed() + ttl / 100 + Duration::from_millis(2));
+            return Ok((owner, token, validity));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn setnx_unlock(con: &mut redis::Connection, owner: &str) {
+    let script = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+    let _: redis::RedisResult<i64> = redis::cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg("chaos")
+        .arg(owner)
+        .query(con);
+}
+
+// ---------------------------------------------------------------- orchestrator
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Nemesis {
+    PauseClient,
+    PauseServers,
+    CrashRestart,
+    ClockJump,
+}
+
+struct Node {
+    server: Server,
+    clock: ClockOffset,
+    offset: i64,
+}
+
+fn orchestrate(args: &Args) -> ExitCode {
+    let setnx = args.r#unsafe == Unsafe::SetnxClock;
+    let n = if setnx { 1 } else { args.nodes };
+    // A restart delay of twice the TTL lets every pre-crash grant expire.
+    let guard_ms = if args.r#unsafe == Unsafe::None {
+        2 * args.ttl
+    } else {
+        0
+    };
+    let dir = std::env::temp_dir().join(format!("redis-lock-chaos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let guard_arg = guard_ms.to_string();
+    let mut nodes: Vec<Node> = (0..n)
+        .map(|i| {
+            let node_dir = dir.join(format!("node{i}"));
+            std::fs::create_dir_all(&node_dir).unwrap();
+            let clock = ClockOffset::new(&node_dir);
+            let env = clock.env();
+            let env: Vec<(&str, &str)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let server = Server::with_env(&[], &["restart-delay-ms", &guard_arg], &env);
+            Node {
+                server,
+                clock,
+                offset: 0,
+            }
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(guard_ms)); // the start-up guard
+    let fenced = fenced_resource();
+    let urls: Vec<String> = nodes.iter().map(|n| n.server.url()).collect();
+    let exe = std::env::current_exe().unwrap();
+    let mut workers: Vec<(Child, PathBuf)> = (0..args.workers)
+        .map(|i| {
+            let log = dir.join(format!("worker{i}.log"));
+            let mut cmd = Command::new(&exe);
+            cmd.arg("worker")
+                .arg("--servers")
+                .arg(urls.join(","))
+                .arg("--fenced")
+                .arg(fenced.to_string())
+                .arg("--log")
+                .arg(&log)
+                .arg("--ttl")
+                .arg(args.ttl.to_string())
+                .arg("--seconds")
+                .arg(args.seconds.to_string());
+            if setnx {
+                cmd.arg("--setnx");
+            }
+            (cmd.spawn().expect("spawn worker"), log)
+        })
+        .collect();
+
+    let kinds: &[Nemesis] = match args.r#unsafe {
+        Unsafe::None => &[
+            Nemesis::PauseClient,
+            Nemesis::PauseServers,
+            Nemesis::CrashRestart,
+            Nemesis::ClockJump,
+        ],
+        Unsafe::NoGuard => &[Nemesis::CrashRestart],
+        Unsafe::SetnxClock => &[Nemesis::ClockJump],
+    };
+    let ttl = Duration::from_millis(args.ttl);
+    let mut rng = rand::thread_rng();
+    let mut counts = std::collections::BTreeMap::new();
+    let end = Instant::now() + Duration::from_secs(args.seconds);
+    while Instant::now() + ttl * 3 < end {
+        std::thread::sleep(Duration::from_millis(rng.gen_range(300..1500)));
+        let nemesis = *kinds.choose(&mut rng).unwrap();
+        *counts.entry(format!("{nemesis:?}")).or_insert(0) += 1;
+        match nemesis {
+            Nemesis::PauseClient => {
+                let pid = workers.choose(&mut rng).unwrap().0.id() as i32;
+                signal(pid, libc::SIGSTOP);
+                std::thread::sleep(ttl * 2);
+                signal(pid, libc::SIGCONT);
+            }
+            Nemesis::PauseServers => {
+                let k = rng.gen_range(1..=((n - 1) / 2).max(1));
+                let victims: Vec<usize> = (0..n)
+                    .collect::<Vec<_>>()
+                    .choose_multiple(&mut rng, k)
+                    .copied()
+                    .collect();
+                for &v in &victims {
+                    nodes[v].server.signal("STOP");
+                }
+                std::thread::sleep(ttl.mul_f64(rng.gen_range(0.2..2.0)));
+                for &v in &victims {
+                    nodes[v].server.signal("CONT");
+                }
+            }
+            Nemesis::CrashRestart => {
+                // A minority normally; a majority in the deliberately unsafe run.
+                let k = if args.r#unsafe == Unsafe::NoGuard {
+                    n / 2 + 1
+                } else {
+                    1
+                };
+                let victims: Vec<usize> = (0..n)
+                    .collect::<Vec<_>>()
+                    .choose_multiple(&mut rng, k)
+                    .copied()
+                    .collect();
+                for &v in &victims {
+                    nodes[v].server.restart(); // kill -9, start again with no data
+                }
+            }
+            Nemesis::ClockJump => {
+                let v = rng.gen_range(0..n);
+                let jump = if setnx {
+                    2 * args.ttl.div_ceil(1000) as i64
+                } else if rng.gen_bool(0.5) {
+                    40
+                } else {
+                    -40
+                };
+                nodes[v].offset += jump;
+                nodes[v].clock.set(nodes[v].offset);
+            }
+        }
+    }
+    for (child, _) in &mut workers {
+        let _ = child.wait();
+    }
+    let mut lines = Vec::new();
+    for (_, log) in &workers {
+        lines.extend(
+            std::fs::read_to_string(log)
+                .unwrap_or_default()
+                .lines()
+                .map(String::from),
+        );
+    }
+    let report = chaos::analyse(lines.iter().map(String::as_str));
+    println!(
+        "redis-lock chaos: {} s, {} node(s), {} workers, ttl {} ms, mode {:?}, restart-delay-ms {}",
+        args.seconds, n, args.workers, args.ttl, args.r#unsafe, guard_ms
+    );
+    println!("nemeses: {counts:?}");
+    println!(
+        "| {:<46} | {:>8} |\n|{}|{}|",
+        "metric",
+        "count",
+        "-".repeat(48),
+        "-".repeat(10)
+    );
+    println!("{report}");
+    drop(nodes);
+    let _ = std::fs::remove_dir_all(&dir);
+    if report.violations() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill(2) on a worker process this orchestrator started.
+    unsafe { libc::kill(pid, sig) };
+}
