@@ -17,6 +17,9 @@ mod reaper;
 mod stats;
 pub mod waiters;
 
+#[cfg(test)]
+mod model_tests;
+
 use crate::ffi::{api, RawCtx};
 use datatype::LOCK_TYPE;
 use redis_module::configuration::ConfigurationFlags;
