@@ -51,6 +51,13 @@ integration: build
 test: build lint
 	REDIS_LOCK_MODULE=$(MODULE) $(CARGO) test --release --workspace -- --test-threads=2
 
+# Benchmarks: installs the pinned peer libraries (PyPI, npm), then measures.
+# BENCH_QUICK=1 for a smoke run of under a minute.
+bench: build
+	bench/peers/setup.sh
+	$(CARGO) build --release --manifest-path bench/Cargo.toml
+	REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-bench
+
 # Long chaos run (default 5 minutes): 5 servers, nemeses, the checker's table.
 CHAOS_SECONDS ?= 300
 CHAOS_WORKERS ?= 6
