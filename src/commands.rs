@@ -6,7 +6,7 @@ use crate::clock;
 use crate::config;
 use crate::fencing::TokenCounter;
 use crate::ffi::{bytes, guard, Ctx, Key, RawCtx, RawString, Slot};
-use crate::lock::{self, Acquire, Lock, Release};
+use crate::lock::{self, Acquire, Lock, Millis, Release};
 use crate::{blocking, guard, stats};
 use std::ffi::c_int;
 
@@ -38,9 +38,20 @@ entry_point!(status_command => status);
 entry_point!(apply_command => apply);
 entry_point!(fence_command => fence);
 
-/// argv after the key, as byte slices.
-fn rest(argv: &[RawString]) -> Vec<&[u8]> {
-    argv.iter().skip(2).map(|&s| bytes(s)).collect()
+/// Most arguments after the key any LOCK.* command accepts
+/// (`owner ttl-ms WAIT timeout-ms REENTRANT`), plus one so a surplus is seen.
+const MAX_REST: usize = 6;
+
+/// argv after the key, as byte slices, without a heap allocation (this is
+/// the hot path). Longer argv is cut at MAX_REST, which every parser
+/// rejects as a wrong number of arguments or an unknown option.
+fn rest(argv: &[RawString]) -> ([&[u8]; MAX_REST], usize) {
+    let mut out: [&[u8]; MAX_REST] = [&[]; MAX_REST];
+    let n = argv.len().saturating_sub(2).min(MAX_REST);
+    for (slot, &s) in out.iter_mut().zip(&argv[2..2 + n]) {
+        *slot = bytes(s);
+    }
+    (out, n)
 }
 
 /// `LOCK.ACQUIRE key owner ttl-ms [WAIT timeout-ms] [REENTRANT]`
@@ -49,8 +60,8 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
         return ctx.error(&args::wrong_arity("lock.acquire"));
     }
     let name = argv[1];
-    let rest = rest(argv);
-    let req = match args::acquire(&rest, &config::limits()) {
+    let (rest, n) = rest(argv);
+    let req = match args::acquire(&rest[..n], &config::limits()) {
         Ok(req) => req,
         Err(e) => return ctx.error(&e),
     };
@@ -61,8 +72,13 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     match key.slot() {
         Slot::WrongType => return ctx.error(WRONGTYPE),
         Slot::Empty => {}
-        Slot::Lock(held) => match lock::acquire(Some(held), req.owner, req.ttl, req.reentrant, now)
-        {
+        Slot::Lock(held) => match lock::acquire(
+            as_primary_saw_it(ctx, held, now),
+            req.owner,
+            req.ttl,
+            req.reentrant,
+            now,
+        ) {
             Acquire::Busy => {
                 stats::contended();
                 return match wait {
@@ -73,7 +89,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
                 };
             }
             Acquire::Renewed { token, .. } => {
-                ctx.replicate_apply(name, held, req.ttl);
+                ctx.replicate_verbatim(); // deterministic on a replica: same owner, same token
                 return ctx.reply_int(token as i64);
             }
             Acquire::Free => stats::expired(), // an expired lock is replaced below
@@ -92,7 +108,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     }
     let granted = key.set(Lock::new(req.owner, TOKENS.next(), req.ttl, now));
     stats::acquired();
-    ctx.replicate_apply(name, granted, req.ttl);
+    ctx.replicate_grant(argv, granted.token);
     ctx.notify(c"lock.acquire", name);
     ctx.reply_int(granted.token as i64);
 }
@@ -104,7 +120,8 @@ fn release(ctx: Ctx, argv: &[RawString]) {
         return ctx.error(&args::wrong_arity("lock.release"));
     }
     let name = argv[1];
-    let owner = match args::release(&rest(argv), &config::limits()) {
+    let (rest, n) = rest(argv);
+    let owner = match args::release(&rest[..n], &config::limits()) {
         Ok(owner) => owner,
         Err(e) => return ctx.error(&e),
     };
@@ -114,10 +131,10 @@ fn release(ctx: Ctx, argv: &[RawString]) {
         Slot::WrongType => return ctx.error(WRONGTYPE),
         Slot::Empty => Release::NotHeld,
         Slot::Lock(held) => {
-            let outcome = lock::release(Some(held), owner, now);
+            let outcome = lock::release(as_primary_saw_it(ctx, held, now), owner, now);
             match outcome {
                 Release::HoldDropped { .. } => {
-                    ctx.replicate_apply(name, held, held.remaining(now));
+                    ctx.replicate_verbatim();
                     stats::released();
                 }
                 Release::WrongOwner => stats::wrong_owner(),
@@ -125,7 +142,7 @@ fn release(ctx: Ctx, argv: &[RawString]) {
                 Release::Deleted => {
                     key.delete();
                     stats::released();
-                    ctx.replicate_del(name);
+                    ctx.replicate_verbatim();
                     ctx.notify(c"lock.release", name);
                 }
             }
@@ -135,6 +152,18 @@ fn release(ctx: Ctx, argv: &[RawString]) {
     drop(key);
     ctx.reply_int(outcome.reply());
     blocking::settle(ctx, name);
+}
+
+/// Renewals, releases and extensions replicate verbatim (cheaper than an
+/// absolute LOCK.APPLY), which is exact because a replica (or the AOF on
+/// load) applies them to the lock as the primary saw it: live. A replica's
+/// clock may read it as just expired, since a replica never expires locks
+/// itself and the primary's DEL may still be on its way.
+fn as_primary_saw_it(ctx: Ctx, held: &mut Lock, now: Millis) -> Option<&mut Lock> {
+    if held.is_expired(now) && ctx.is_replicated_or_aof() {
+        held.deadline = now + 1;
+    }
+    Some(held)
 }
 
 /// Lazy expiry of a lock found past its deadline by a write command.
@@ -151,7 +180,8 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
         return ctx.error(&args::wrong_arity("lock.extend"));
     }
     let name = argv[1];
-    let (owner, ttl) = match args::extend(&rest(argv), &config::limits()) {
+    let (rest, n) = rest(argv);
+    let (owner, ttl) = match args::extend(&rest[..n], &config::limits()) {
         Ok(parsed) => parsed,
         Err(e) => return ctx.error(&e),
     };
@@ -161,10 +191,10 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
         Slot::WrongType => return ctx.error(WRONGTYPE),
         Slot::Empty => lock::Extend::NotHeld,
         Slot::Lock(held) => {
-            let outcome = lock::extend(Some(held), owner, ttl, now);
+            let outcome = lock::extend(as_primary_saw_it(ctx, held, now), owner, ttl, now);
             match outcome {
                 lock::Extend::Extended => {
-                    ctx.replicate_apply(name, held, ttl);
+                    ctx.replicate_verbatim();
                     stats::extended();
                 }
                 lock::Extend::WrongOwner => stats::wrong_owner(),
@@ -187,7 +217,8 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
         return ctx.error(&args::wrong_arity("lock.fence"));
     }
     let name = argv[1];
-    let (owner, token) = match args::fence(&rest(argv), &config::limits()) {
+    let (rest, n) = rest(argv);
+    let (owner, token) = match args::fence(&rest[..n], &config::limits()) {
         Ok(parsed) => parsed,
         Err(e) => return ctx.error(&e),
     };

@@ -120,6 +120,37 @@ impl Ctx {
         };
     }
 
+    /// Propagate a fresh grant made by `LOCK.ACQUIRE key owner ttl-ms ...`
+    /// as `LOCK.APPLY key owner token ttl-ms 1`, reusing the command's own
+    /// argument objects: only the token string is new (the hot path).
+    pub fn replicate_grant(self, argv: &[RawString], token: u64) {
+        static ONE: once_cell::sync::OnceCell<usize> = once_cell::sync::OnceCell::new();
+        // SAFETY: a NULL-ctx string is unowned: created once, never freed.
+        let one = *ONE.get_or_init(|| unsafe {
+            api!(RedisModule_CreateString)(std::ptr::null_mut(), c"1".as_ptr(), 1)
+        } as usize);
+        // SAFETY: valid ctx; "v" takes an array of strings and a count,
+        // and Redis takes its own references to them.
+        unsafe {
+            let token = api!(RedisModule_CreateStringFromLongLong)(self.0, token as c_longlong);
+            let mut args = [argv[1], argv[2], token, argv[3], one as RawString];
+            api!(RedisModule_Replicate)(
+                self.0,
+                c"LOCK.APPLY".as_ptr(),
+                c"v".as_ptr(),
+                args.as_mut_ptr(),
+                args.len(),
+            );
+            api!(RedisModule_FreeString)(self.0, token);
+        }
+    }
+
+    /// Propagate the command as it was sent (no new objects).
+    pub fn replicate_verbatim(self) {
+        // SAFETY: valid command ctx.
+        unsafe { api!(RedisModule_ReplicateVerbatim)(self.0) };
+    }
+
     pub fn replicate_del(self, key: RawString) {
         // SAFETY: "s" matches the one RedisModuleString argument.
         unsafe { api!(RedisModule_Replicate)(self.0, c"DEL".as_ptr(), c"s".as_ptr(), key) };

@@ -18,7 +18,9 @@ async fn main() -> Result<(), Error> {
     locker.unlock(&lock).await?;
 
     // An auto-renewing lock: work until done or until the lock is lost.
-    let mut guard = locker.lock_auto("example:long-job", Duration::from_secs(2)).await?;
+    let mut guard = locker
+        .lock_auto("example:long-job", Duration::from_secs(2))
+        .await?;
     tokio::select! {
         _ = tokio::time::sleep(Duration::from_secs(12)) => println!("work done, still held: {}", !guard.is_lost()),
         _ = guard.lost() => println!("lock lost: stop writing"),
