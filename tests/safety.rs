@@ -109,16 +109,8 @@ fn no_guard_with_an_always_fsynced_aof() {
 #[test]
 fn promoted_replica_refuses_new_locks_for_the_delay() {
     let primary = Server::start();
-    let replica = Server::with(
-        &["--replicaof", "127.0.0.1", &primary.port.to_string()],
-        &["restart-delay-ms", "800"],
-    );
+    let replica = Server::replica_of(&primary, &["restart-delay-ms", "800"]);
     let (mut p, mut r) = (primary.conn(), replica.conn());
-    assert!(eventually(Duration::from_secs(10), || info_field(
-        &mut r,
-        "replication",
-        "master_link_status"
-    ) == "up"));
     std::thread::sleep(Duration::from_millis(900)); // the start-up guard has passed
     int(&mut p, "LOCK.ACQUIRE held a 30000");
     q(&mut p, "WAIT 1 2000").unwrap();

@@ -79,6 +79,21 @@ impl Server {
         Server::with_env(args, module_args, &[])
     }
 
+    /// A replica of `primary` (module loaded with `module_args`), returned
+    /// once its replication link is up.
+    pub fn replica_of(primary: &Server, module_args: &[&str]) -> Server {
+        let replica = Server::with(
+            &["--replicaof", "127.0.0.1", &primary.port.to_string()],
+            module_args,
+        );
+        let mut c = replica.conn();
+        let up = eventually(Duration::from_secs(10), || {
+            info_field(&mut c, "replication", "master_link_status") == "up"
+        });
+        assert!(up, "replica link did not come up");
+        replica
+    }
+
     pub fn with_env(args: &[&str], module_args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut s = Server {
             child: None,

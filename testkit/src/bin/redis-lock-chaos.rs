@@ -384,11 +384,7 @@ fn orchestrate(args: &Args) -> ExitCode {
             }
             Nemesis::PauseServers => {
                 let k = rng.gen_range(1..=((n - 1) / 2).max(1));
-                let victims: Vec<usize> = (0..n)
-                    .collect::<Vec<_>>()
-                    .choose_multiple(&mut rng, k)
-                    .copied()
-                    .collect();
+                let victims = pick(&mut rng, n, k);
                 for &v in &victims {
                     nodes[v].server.signal("STOP");
                 }
@@ -404,11 +400,7 @@ fn orchestrate(args: &Args) -> ExitCode {
                 } else {
                     1
                 };
-                let victims: Vec<usize> = (0..n)
-                    .collect::<Vec<_>>()
-                    .choose_multiple(&mut rng, k)
-                    .copied()
-                    .collect();
+                let victims = pick(&mut rng, n, k);
                 for &v in &victims {
                     nodes[v].server.restart(); // kill -9, start again with no data
                 }
@@ -460,6 +452,15 @@ fn orchestrate(args: &Args) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `k` distinct node indexes out of `n`, at random.
+fn pick(rng: &mut impl Rng, n: usize, k: usize) -> Vec<usize> {
+    (0..n)
+        .collect::<Vec<_>>()
+        .choose_multiple(rng, k)
+        .copied()
+        .collect()
 }
 
 fn signal(pid: i32, sig: i32) {
