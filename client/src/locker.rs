@@ -300,26 +300,19 @@ impl Locker {
         }
     }
 
+    /// Release on every node, waiting for each answer (or its timeout).
     async fn release_everywhere(&self, name: &str, owner: &str) -> Tally {
         let mut cmd = redis::cmd("LOCK.RELEASE");
         cmd.arg(name).arg(owner);
-        let all = self.all();
-        // Every node must be asked: no early stop here.
-        let mut tally = Tally::new(all.len());
-        let cmd = Arc::new(cmd);
-        let mut tasks = JoinSet::new();
-        for i in all {
-            let (node, cmd, t) = (
-                self.inner.nodes[i].clone(),
-                cmd.clone(),
+        let round = self
+            .round(
+                &self.all(),
+                cmd,
                 self.inner.config.node_timeout,
-            );
-            tasks.spawn(async move { (i, node.query(&cmd, t).await) });
-        }
-        while let Some(Ok((i, reply))) = tasks.join_next().await {
-            tally.add(i, code_answer(reply));
-        }
-        tally
+                code_answer,
+            )
+            .await;
+        round.finish().await
     }
 
     /// One attempt: no retries, no waiting.
