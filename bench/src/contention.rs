@@ -2,7 +2,7 @@
 //! -> unlock. Native server-side WAIT against client-side polling.
 
 use crate::stats::{percentile, us};
-use redis_lock_client::Builder;
+use redis_lock_client::{Builder, Locker};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,22 +39,48 @@ pub fn summarize(mut events: Vec<Event>, secs: f64) -> Row {
     }
 }
 
-/// redis-lock, one server: `lock()` waits in the server (FIFO hand-off).
-pub async fn native(url: &str, clients: usize, secs: f64) -> Row {
-    let locker = Builder::new(&[url]).ttl(Duration::from_secs(10)).build().unwrap();
+/// The two Rust clients compared on the hot key.
+enum Contender {
+    /// redis-lock, one server: `lock()` waits in the server (FIFO hand-off).
+    Native(Locker),
+    /// rslock: SET NX PX, retrying after a random 0-200 ms (its default delay).
+    Polling(rslock::LockManager),
+}
+
+impl Contender {
+    /// One lock -> empty critical section -> unlock: (acquired, released).
+    async fn section(&self) -> Option<(Instant, Instant)> {
+        match self {
+            Contender::Native(locker) => {
+                let lock = locker.lock("hot", Duration::from_secs(30)).await.ok()?;
+                let at = Instant::now();
+                locker.unlock(&lock).await.unwrap();
+                Some((at, at))
+            }
+            Contender::Polling(rl) => {
+                let lock = rl.lock("hot".as_bytes(), Duration::from_secs(10)).await.ok()?;
+                let at = Instant::now();
+                rl.unlock(&lock).await;
+                Some((at, at))
+            }
+        }
+    }
+}
+
+/// `clients` tasks looping sections on one key for `secs`.
+async fn contend(contender: Contender, clients: usize, secs: f64) -> Row {
+    let contender = Arc::new(contender);
     let events: Events = Default::default();
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let mut tasks = Vec::new();
     for id in 0..clients {
-        let (locker, events) = (locker.clone(), events.clone());
+        let (contender, events) = (contender.clone(), events.clone());
         tasks.push(tokio::spawn(async move {
             while Instant::now() < deadline {
                 let requested = Instant::now();
-                let Ok(lock) = locker.lock("hot", Duration::from_secs(30)).await else { continue };
-                let acquired = Instant::now();
-                let released = Instant::now();
-                locker.unlock(&lock).await.unwrap();
-                events.lock().unwrap().push((id, requested, acquired, released));
+                if let Some((acquired, released)) = contender.section().await {
+                    events.lock().unwrap().push((id, requested, acquired, released));
+                }
             }
         }));
     }
@@ -65,30 +91,13 @@ pub async fn native(url: &str, clients: usize, secs: f64) -> Row {
     summarize(events, secs)
 }
 
-/// rslock: SET NX PX, retrying after a random 0-200 ms (its default delay).
+pub async fn native(url: &str, clients: usize, secs: f64) -> Row {
+    let locker = Builder::new(&[url]).ttl(Duration::from_secs(10)).build().unwrap();
+    contend(Contender::Native(locker), clients, secs).await
+}
+
 pub async fn rslock_polling(url: &str, clients: usize, secs: f64) -> Row {
     let mut rl = rslock::LockManager::new(vec![url.to_string()]);
     rl.set_retry(u32::MAX, Duration::from_millis(200));
-    let rl = Arc::new(rl);
-    let events: Events = Default::default();
-    let deadline = Instant::now() + Duration::from_secs_f64(secs);
-    let mut tasks = Vec::new();
-    for id in 0..clients {
-        let (rl, events) = (rl.clone(), events.clone());
-        tasks.push(tokio::spawn(async move {
-            while Instant::now() < deadline {
-                let requested = Instant::now();
-                let Ok(lock) = rl.lock("hot".as_bytes(), Duration::from_secs(10)).await else { continue };
-                let acquired = Instant::now();
-                let released = Instant::now();
-                rl.unlock(&lock).await;
-                events.lock().unwrap().push((id, requested, acquired, released));
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let events = std::mem::take(&mut *events.lock().unwrap());
-    summarize(events, secs)
+    contend(Contender::Polling(rl), clients, secs).await
 }
