@@ -27,7 +27,10 @@ pub fn summarize(mut events: Vec<Event>, secs: f64) -> Row {
         .filter(|w| w[0].0 != w[1].0)
         .map(|w| w[1].2.saturating_duration_since(w[0].3))
         .collect();
-    let waits: Vec<f64> = events.iter().map(|e| (e.2 - e.1).as_secs_f64() * 1e3).collect();
+    let waits: Vec<f64> = events
+        .iter()
+        .map(|e| (e.2 - e.1).as_secs_f64() * 1e3)
+        .collect();
     let mean = waits.iter().sum::<f64>() / waits.len().max(1) as f64;
     let var = waits.iter().map(|w| (w - mean).powi(2)).sum::<f64>() / waits.len().max(1) as f64;
     Row {
@@ -58,7 +61,10 @@ impl Contender {
                 Some((at, at))
             }
             Contender::Polling(rl) => {
-                let lock = rl.lock("hot".as_bytes(), Duration::from_secs(10)).await.ok()?;
+                let lock = rl
+                    .lock("hot".as_bytes(), Duration::from_secs(10))
+                    .await
+                    .ok()?;
                 let at = Instant::now();
                 rl.unlock(&lock).await;
                 Some((at, at))
@@ -79,7 +85,10 @@ async fn contend(contender: Contender, clients: usize, secs: f64) -> Row {
             while Instant::now() < deadline {
                 let requested = Instant::now();
                 if let Some((acquired, released)) = contender.section().await {
-                    events.lock().unwrap().push((id, requested, acquired, released));
+                    events
+                        .lock()
+                        .unwrap()
+                        .push((id, requested, acquired, released));
                 }
             }
         }));
@@ -92,7 +101,10 @@ async fn contend(contender: Contender, clients: usize, secs: f64) -> Row {
 }
 
 pub async fn native(url: &str, clients: usize, secs: f64) -> Row {
-    let locker = Builder::new(&[url]).ttl(Duration::from_secs(10)).build().unwrap();
+    let locker = Builder::new(&[url])
+        .ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
     contend(Contender::Native(locker), clients, secs).await
 }
 

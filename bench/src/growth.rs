@@ -23,29 +23,57 @@ fn ping_latency(c: &mut redis::Connection) -> (f64, f64) {
             t.elapsed()
         })
         .collect();
-    (us(percentile(&mut samples, 50.0)), us(percentile(&mut samples, 99.0)))
+    (
+        us(percentile(&mut samples, 50.0)),
+        us(percentile(&mut samples, 99.0)),
+    )
 }
 
 fn acquire_rps(port: u16) -> f64 {
     let out = Command::new("redis-benchmark")
-        .args(["-p", &port.to_string(), "-c", "20", "-P", "32", "-n", "300000", "-r", "100000000", "--csv"])
+        .args([
+            "-p",
+            &port.to_string(),
+            "-c",
+            "20",
+            "-P",
+            "32",
+            "-n",
+            "300000",
+            "-r",
+            "100000000",
+            "--csv",
+        ])
         .args(["LOCK.ACQUIRE", "new:__rand_int__", "owner", "60000"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().nth(1).and_then(|l| l.split(',').nth(1)).and_then(|f| f.trim_matches('"').parse().ok()).unwrap_or(0.0)
+    text.lines()
+        .nth(1)
+        .and_then(|l| l.split(',').nth(1))
+        .and_then(|f| f.trim_matches('"').parse().ok())
+        .unwrap_or(0.0)
 }
 
 fn measure(server: &Server, c: &mut redis::Connection, label: String) -> Row {
     let (p50, p99) = ping_latency(c);
-    Row { label, acquire_rps: acquire_rps(server.port), ping_p50_us: p50, ping_p99_us: p99 }
+    Row {
+        label,
+        acquire_rps: acquire_rps(server.port),
+        ping_p50_us: p50,
+        ping_p99_us: p99,
+    }
 }
 
 fn fill(c: &mut redis::Connection, n: usize) {
     for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
         let mut p = redis::pipe();
         for i in chunk {
-            p.cmd("LOCK.ACQUIRE").arg(format!("held:{i}")).arg("holder").arg(3_600_000).ignore();
+            p.cmd("LOCK.ACQUIRE")
+                .arg(format!("held:{i}"))
+                .arg("holder")
+                .arg(3_600_000)
+                .ignore();
         }
         p.query::<()>(c).unwrap();
     }
@@ -84,13 +112,22 @@ pub fn run(server: &Server, held_sizes: &[usize], waiter_counts: &[usize]) -> Ve
             let conns = waiters(server.port, w, one_key);
             let info = |c: &mut redis::Connection| -> usize {
                 let text: String = redis::cmd("INFO").arg("lock").query(c).unwrap();
-                text.lines().find_map(|l| l.strip_prefix("lock_waiters:")).unwrap().trim().parse().unwrap()
+                text.lines()
+                    .find_map(|l| l.strip_prefix("lock_waiters:"))
+                    .unwrap()
+                    .trim()
+                    .parse()
+                    .unwrap()
             };
             let start = Instant::now();
             while info(&mut c) < w && start.elapsed() < Duration::from_secs(30) {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let label = if one_key { format!("{w} waiters on one key") } else { format!("{w} keys with a waiter") };
+            let label = if one_key {
+                format!("{w} waiters on one key")
+            } else {
+                format!("{w} keys with a waiter")
+            };
             rows.push(measure(server, &mut c, label));
             drop(conns);
         }

@@ -11,7 +11,12 @@ pub struct Row {
 
 fn used(c: &mut redis::Connection) -> i64 {
     let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
-    info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 fn per_key(c: &mut redis::Connection, n: usize, lock: bool) -> f64 {
@@ -24,9 +29,18 @@ fn per_key(c: &mut redis::Connection, n: usize, lock: bool) -> f64 {
             let key = format!("lk:{i:012}");
             let owner = format!("{i:032x}");
             if lock {
-                p.cmd("LOCK.ACQUIRE").arg(key).arg(owner).arg(3_600_000).ignore();
+                p.cmd("LOCK.ACQUIRE")
+                    .arg(key)
+                    .arg(owner)
+                    .arg(3_600_000)
+                    .ignore();
             } else {
-                p.cmd("SET").arg(key).arg(owner).arg("PX").arg(3_600_000).ignore();
+                p.cmd("SET")
+                    .arg(key)
+                    .arg(owner)
+                    .arg("PX")
+                    .arg(3_600_000)
+                    .ignore();
             }
         }
         p.query::<()>(c).unwrap();
@@ -38,7 +52,11 @@ pub fn run(server: &Server, sizes: &[usize]) -> Vec<Row> {
     let mut c = server.conn();
     let rows = sizes
         .iter()
-        .map(|&keys| Row { keys, string_bytes: per_key(&mut c, keys, false), lock_bytes: per_key(&mut c, keys, true) })
+        .map(|&keys| Row {
+            keys,
+            string_bytes: per_key(&mut c, keys, false),
+            lock_bytes: per_key(&mut c, keys, true),
+        })
         .collect();
     redis::cmd("FLUSHALL").query::<()>(&mut c).unwrap();
     rows

@@ -23,26 +23,46 @@ fn drivers() -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let py = dir.join(".venv/bin/python");
     if py.exists() {
-        out.push(vec![py.display().to_string(), dir.join("peers.py").display().to_string()]);
+        out.push(vec![
+            py.display().to_string(),
+            dir.join("peers.py").display().to_string(),
+        ]);
     }
     if dir.join("node_modules/redlock").exists() {
-        out.push(vec!["node".into(), dir.join("peers.mjs").display().to_string()]);
+        out.push(vec![
+            "node".into(),
+            dir.join("peers.mjs").display().to_string(),
+        ]);
     }
     out
 }
 
 fn run(args: &[String]) -> Vec<serde_json::Value> {
-    let Ok(out) = Command::new(&args[0]).args(&args[1..]).output() else { return Vec::new() };
+    let Ok(out) = Command::new(&args[0]).args(&args[1..]).output() else {
+        return Vec::new();
+    };
     if !out.status.success() {
-        eprintln!("peer driver {:?} failed: {}", args, String::from_utf8_lossy(&out.stderr));
+        eprintln!(
+            "peer driver {:?} failed: {}",
+            args,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
 }
 
 pub fn quorum(urls: &[String], iterations: usize, secs: f64) -> Vec<QuorumRow> {
     let mut rows = Vec::new();
     for mut d in drivers() {
-        d.extend(["quorum".into(), urls.join(","), iterations.to_string(), secs.to_string()]);
+        d.extend([
+            "quorum".into(),
+            urls.join(","),
+            iterations.to_string(),
+            secs.to_string(),
+        ]);
         for v in run(&d) {
             let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
             rows.push(QuorumRow {
@@ -59,7 +79,12 @@ pub fn quorum(urls: &[String], iterations: usize, secs: f64) -> Vec<QuorumRow> {
 pub fn contention(url: &str, secs: f64) -> Vec<(String, ContentionRow)> {
     let mut rows = Vec::new();
     for mut d in drivers() {
-        d.extend(["contention".into(), url.to_string(), "0".into(), secs.to_string()]);
+        d.extend([
+            "contention".into(),
+            url.to_string(),
+            "0".into(),
+            secs.to_string(),
+        ]);
         for v in run(&d) {
             let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
             rows.push((

@@ -21,13 +21,25 @@ impl Client {
     pub async fn floor(urls: &[String]) -> Client {
         let mut conns = Vec::new();
         for u in urls {
-            conns.push(redis::Client::open(u.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap());
+            conns.push(
+                redis::Client::open(u.as_str())
+                    .unwrap()
+                    .get_multiplexed_async_connection()
+                    .await
+                    .unwrap(),
+            );
         }
         Client::Floor(conns)
     }
 
     pub fn ours(urls: &[String], fencing: bool) -> Client {
-        Client::Ours(Builder::new(urls).ttl(TTL).fencing(fencing).build().unwrap())
+        Client::Ours(
+            Builder::new(urls)
+                .ttl(TTL)
+                .fencing(fencing)
+                .build()
+                .unwrap(),
+        )
     }
 
     pub fn rslock(urls: &[String]) -> Client {
@@ -43,7 +55,12 @@ impl Client {
                     let mut pings = tokio::task::JoinSet::new();
                     for c in conns {
                         let mut c = c.clone();
-                        pings.spawn(async move { redis::cmd("PING").query_async::<String>(&mut c).await.unwrap() });
+                        pings.spawn(async move {
+                            redis::cmd("PING")
+                                .query_async::<String>(&mut c)
+                                .await
+                                .unwrap()
+                        });
                     }
                     while pings.join_next().await.is_some() {}
                 }
@@ -53,7 +70,10 @@ impl Client {
                 l.unlock(&lock).await.expect("unlock");
             }
             Client::Rslock(rl) => {
-                let lock = rl.lock(name.as_bytes(), TTL).await.expect("uncontended lock");
+                let lock = rl
+                    .lock(name.as_bytes(), TTL)
+                    .await
+                    .expect("uncontended lock");
                 rl.unlock(&lock).await;
             }
         }
@@ -75,7 +95,10 @@ pub async fn latency(client: &Client, iterations: usize) -> Latency {
         client.cycle(&format!("lat:{}", i % 64)).await;
         samples.push(t.elapsed());
     }
-    Latency { p50_us: us(percentile(&mut samples, 50.0)), p99_us: us(percentile(&mut samples, 99.0)) }
+    Latency {
+        p50_us: us(percentile(&mut samples, 50.0)),
+        p99_us: us(percentile(&mut samples, 99.0)),
+    }
 }
 
 /// Lock+unlock cycles per second with `tasks` concurrent tasks, each on

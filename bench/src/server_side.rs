@@ -60,9 +60,18 @@ fn prepare(c: &mut redis::Connection, setup: Setup) {
         for i in chunk {
             let key = format!("lk:{i:012}");
             if lock {
-                p.cmd("LOCK.ACQUIRE").arg(key).arg(OWNER).arg(600_000).ignore();
+                p.cmd("LOCK.ACQUIRE")
+                    .arg(key)
+                    .arg(OWNER)
+                    .arg(600_000)
+                    .ignore();
             } else {
-                p.cmd("SET").arg(key).arg(OWNER).arg("PX").arg(600_000).ignore();
+                p.cmd("SET")
+                    .arg(key)
+                    .arg(OWNER)
+                    .arg("PX")
+                    .arg(600_000)
+                    .ignore();
             }
         }
         p.query::<()>(c).unwrap();
@@ -72,14 +81,30 @@ fn prepare(c: &mut redis::Connection, setup: Setup) {
 /// requests per second reported by redis-benchmark --csv.
 fn benchmark(port: u16, pipeline: u32, requests: usize, keyspace: usize, args: &[String]) -> f64 {
     let out = Command::new("redis-benchmark")
-        .args(["-p", &port.to_string(), "-c", "20", "-P", &pipeline.to_string()])
-        .args(["-n", &requests.to_string(), "-r", &keyspace.to_string(), "--csv"])
+        .args([
+            "-p",
+            &port.to_string(),
+            "-c",
+            "20",
+            "-P",
+            &pipeline.to_string(),
+        ])
+        .args([
+            "-n",
+            &requests.to_string(),
+            "-r",
+            &keyspace.to_string(),
+            "--csv",
+        ])
         .args(args)
         .output()
         .expect("redis-benchmark (apt: redis-tools)");
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().nth(1).unwrap_or_default();
-    line.split(',').nth(1).and_then(|f| f.trim_matches('"').parse().ok()).unwrap_or(0.0)
+    line.split(',')
+        .nth(1)
+        .and_then(|f| f.trim_matches('"').parse().ok())
+        .unwrap_or(0.0)
 }
 
 fn usec_per_call(c: &mut redis::Connection, stat: &str) -> f64 {
@@ -94,30 +119,85 @@ fn usec_per_call(c: &mut redis::Connection, stat: &str) -> f64 {
 
 pub fn run(server: &Server, rounds: usize, requests: usize) -> Vec<Row> {
     let mut c = server.conn();
-    let (acq, rel, ext) = (script_load(&mut c, LUA_ACQUIRE), script_load(&mut c, LUA_RELEASE), script_load(&mut c, LUA_EXTEND));
+    let (acq, rel, ext) = (
+        script_load(&mut c, LUA_ACQUIRE),
+        script_load(&mut c, LUA_RELEASE),
+        script_load(&mut c, LUA_EXTEND),
+    );
     let held = requests;
     let cases: Vec<(&'static str, usize, Vec<Variant>)> = vec![
-        ("acquire", 100_000_000, vec![
-            Variant { name: "SET key v NX PX", setup: Setup::Empty, args: words(&format!("SET lk:__rand_int__ {OWNER} NX PX 30000")), stat: "set" },
-            Variant { name: "EVALSHA acquire (Redisson)", setup: Setup::Empty, args: words(&format!("EVALSHA {acq} 1 lk:__rand_int__ 30000 {OWNER}")), stat: "evalsha" },
-            Variant { name: "LOCK.ACQUIRE", setup: Setup::Empty, args: words(&format!("LOCK.ACQUIRE lk:__rand_int__ {OWNER} 30000")), stat: "lock.acquire" },
-        ]),
-        ("release", held, vec![
-            Variant { name: "EVALSHA compare-and-delete", setup: Setup::HeldStrings(held), args: words(&format!("EVALSHA {rel} 1 lk:__rand_int__ {OWNER}")), stat: "evalsha" },
-            Variant { name: "LOCK.RELEASE", setup: Setup::HeldLocks(held), args: words(&format!("LOCK.RELEASE lk:__rand_int__ {OWNER}")), stat: "lock.release" },
-        ]),
-        ("extend", held, vec![
-            Variant { name: "EVALSHA compare-and-pexpire", setup: Setup::HeldStrings(held), args: words(&format!("EVALSHA {ext} 1 lk:__rand_int__ {OWNER} 30000")), stat: "evalsha" },
-            Variant { name: "LOCK.EXTEND", setup: Setup::HeldLocks(held), args: words(&format!("LOCK.EXTEND lk:__rand_int__ {OWNER} 30000")), stat: "lock.extend" },
-        ]),
+        (
+            "acquire",
+            100_000_000,
+            vec![
+                Variant {
+                    name: "SET key v NX PX",
+                    setup: Setup::Empty,
+                    args: words(&format!("SET lk:__rand_int__ {OWNER} NX PX 30000")),
+                    stat: "set",
+                },
+                Variant {
+                    name: "EVALSHA acquire (Redisson)",
+                    setup: Setup::Empty,
+                    args: words(&format!("EVALSHA {acq} 1 lk:__rand_int__ 30000 {OWNER}")),
+                    stat: "evalsha",
+                },
+                Variant {
+                    name: "LOCK.ACQUIRE",
+                    setup: Setup::Empty,
+                    args: words(&format!("LOCK.ACQUIRE lk:__rand_int__ {OWNER} 30000")),
+                    stat: "lock.acquire",
+                },
+            ],
+        ),
+        (
+            "release",
+            held,
+            vec![
+                Variant {
+                    name: "EVALSHA compare-and-delete",
+                    setup: Setup::HeldStrings(held),
+                    args: words(&format!("EVALSHA {rel} 1 lk:__rand_int__ {OWNER}")),
+                    stat: "evalsha",
+                },
+                Variant {
+                    name: "LOCK.RELEASE",
+                    setup: Setup::HeldLocks(held),
+                    args: words(&format!("LOCK.RELEASE lk:__rand_int__ {OWNER}")),
+                    stat: "lock.release",
+                },
+            ],
+        ),
+        (
+            "extend",
+            held,
+            vec![
+                Variant {
+                    name: "EVALSHA compare-and-pexpire",
+                    setup: Setup::HeldStrings(held),
+                    args: words(&format!("EVALSHA {ext} 1 lk:__rand_int__ {OWNER} 30000")),
+                    stat: "evalsha",
+                },
+                Variant {
+                    name: "LOCK.EXTEND",
+                    setup: Setup::HeldLocks(held),
+                    args: words(&format!("LOCK.EXTEND lk:__rand_int__ {OWNER} 30000")),
+                    stat: "lock.extend",
+                },
+            ],
+        ),
     ];
     let mut rows = Vec::new();
     for (case, keyspace, variants) in &cases {
-        let mut samples: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = variants.iter().map(|_| Default::default()).collect();
+        let mut samples: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> =
+            variants.iter().map(|_| Default::default()).collect();
         for _ in 0..rounds {
             for (v, s) in variants.iter().zip(samples.iter_mut()) {
                 prepare(&mut c, v.setup);
-                redis::cmd("CONFIG").arg("RESETSTAT").query::<()>(&mut c).unwrap();
+                redis::cmd("CONFIG")
+                    .arg("RESETSTAT")
+                    .query::<()>(&mut c)
+                    .unwrap();
                 s.0.push(benchmark(server.port, 32, requests, *keyspace, &v.args));
                 s.2.push(usec_per_call(&mut c, v.stat));
                 prepare(&mut c, v.setup);
@@ -125,7 +205,13 @@ pub fn run(server: &Server, rounds: usize, requests: usize) -> Vec<Row> {
             }
         }
         for (v, mut s) in variants.iter().zip(samples) {
-            rows.push(Row { case, name: v.name, pipelined: median(&mut s.0), plain: median(&mut s.1), usec_per_call: median(&mut s.2) });
+            rows.push(Row {
+                case,
+                name: v.name,
+                pipelined: median(&mut s.0),
+                plain: median(&mut s.1),
+                usec_per_call: median(&mut s.2),
+            });
         }
     }
     redis::cmd("FLUSHALL").query::<()>(&mut c).unwrap();

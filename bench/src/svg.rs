@@ -20,7 +20,11 @@ pub fn bars(title: &str, unit: &str, rows: &[(String, f64)]) -> String {
             lx = label_w - 8.0,
             ty = y + 15.0,
             h = row_h - 6.0,
-            color = if label.contains("LOCK.") || label.contains("redis-lock") { "#c0392b" } else { "#7f8c8d" },
+            color = if label.contains("LOCK.") || label.contains("redis-lock") {
+                "#c0392b"
+            } else {
+                "#7f8c8d"
+            },
             vx = label_w + len + 6.0,
         );
     }
