@@ -40,6 +40,7 @@ run: build
 
 lint:
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path bench/Cargo.toml -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 unit: build
