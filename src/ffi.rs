@@ -28,6 +28,14 @@ pub fn bytes<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
     }
 }
 
+/// Whether writes are paused (`CLIENT PAUSE ... WRITE|ALL`, `FAILOVER`,
+/// a cluster manual failover). While they are, nothing may be written or
+/// propagated from timers and events: Redis asserts on it.
+pub fn writes_paused() -> bool {
+    // SAFETY: no arguments; on 7.0 it reports (and times out) client pauses.
+    unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
+}
+
 /// Run a command body without ever letting a panic unwind into Redis.
 pub fn guard(ctx: RawCtx, body: impl FnOnce() -> c_int) -> c_int {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {

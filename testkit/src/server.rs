@@ -65,6 +65,8 @@ pub struct Server {
     args: Vec<String>,
     module_args: Vec<String>,
     env: Vec<(String, String)>,
+    /// Module defaults as shipped, without the harness's test settings.
+    bare: bool,
 }
 
 impl Server {
@@ -94,7 +96,18 @@ impl Server {
         replica
     }
 
+    /// A server whose module gets exactly `module_args`: the shipped
+    /// defaults (the restart guard on), where `with` turns the guard off
+    /// unless a test sets `restart-delay-ms` itself.
+    pub fn bare(args: &[&str], module_args: &[&str]) -> Server {
+        Server::build(args, module_args, &[], true)
+    }
+
     pub fn with_env(args: &[&str], module_args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::build(args, module_args, env, false)
+    }
+
+    fn build(args: &[&str], module_args: &[&str], env: &[(&str, &str)], bare: bool) -> Server {
         let mut s = Server {
             child: None,
             port: free_port(),
@@ -105,6 +118,7 @@ impl Server {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            bare,
         };
         s.spawn();
         s
@@ -113,6 +127,16 @@ impl Server {
     fn spawn(&mut self) {
         let mut load = vec![module_path().display().to_string()];
         load.extend(self.module_args.iter().cloned());
+        // Test servers run without persistence, where the shipped default
+        // refuses new locks for lock.max-ttl-ms after start (the restart
+        // guard); tests that are not about the guard start without it.
+        let sets_delay = self
+            .module_args
+            .iter()
+            .any(|a| a.to_ascii_lowercase().ends_with("restart-delay-ms"));
+        if !self.bare && !sets_delay {
+            load.extend(["restart-delay-ms".to_string(), "0".to_string()]);
+        }
         let mut cmd = Command::new("redis-server");
         cmd.arg("--port")
             .arg(self.port.to_string())
@@ -196,6 +220,14 @@ impl Server {
     pub fn restart(&mut self) {
         self.kill();
         self.spawn();
+    }
+
+    /// Start again on the same port and directory (so with its RDB/AOF)
+    /// with other arguments: a reload under a different configuration.
+    pub fn restart_with(&mut self, args: &[&str], module_args: &[&str]) {
+        self.args = args.iter().map(|a| a.to_string()).collect();
+        self.module_args = module_args.iter().map(|a| a.to_string()).collect();
+        self.restart();
     }
 
     pub fn signal(&self, sig: &str) {
