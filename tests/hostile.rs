@@ -248,7 +248,7 @@ fn refused_start(module_args: &[&str]) -> String {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("redis.log");
-    let mut child = Command::new("redis-server")
+    let mut child = Command::new(server_binary())
         .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
         .arg("--dir")

@@ -27,6 +27,45 @@ pub fn module_path() -> PathBuf {
     found.unwrap_or_else(|| dir.join("libredis_lock.so"))
 }
 
+/// The server binary under test: $REDIS_SERVER (e.g. a Valkey
+/// `valkey-server`), else `redis-server` from PATH.
+pub fn server_binary() -> PathBuf {
+    std::env::var_os("REDIS_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("redis-server"))
+}
+
+/// Name and version of the server under test, from `INFO server`
+/// (`server_name` + `valkey_version` on Valkey, `redis_version` on Redis).
+pub fn server_identity(con: &mut redis::Connection) -> (String, String) {
+    let text: String = redis::cmd("INFO")
+        .arg("server")
+        .query(con)
+        .unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .map(|v| v.trim().to_string())
+    };
+    match field("valkey_version") {
+        Some(v) => (field("server_name").unwrap_or_else(|| "valkey".into()), v),
+        None => ("redis".into(), field("redis_version").unwrap_or_default()),
+    }
+}
+
+/// Say once per test process which server it runs against, so a run on
+/// the wrong binary is visible in every log.
+fn announce(con: &mut redis::Connection) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let (name, version) = server_identity(con);
+        eprintln!(
+            "redis-lock tests: server {name} {version} ({})",
+            server_binary().display()
+        );
+    });
+}
+
 /// A binary of this workspace built next to the module (e.g. `redis-lock`).
 pub fn workspace_binary(name: &str) -> PathBuf {
     module_path().with_file_name(name)
@@ -137,7 +176,7 @@ impl Server {
         if !self.bare && !sets_delay {
             load.extend(["restart-delay-ms".to_string(), "0".to_string()]);
         }
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = Command::new(server_binary());
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")
@@ -177,6 +216,7 @@ impl Server {
             }
             if let Ok(mut c) = self.try_conn() {
                 if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    announce(&mut c);
                     return;
                 }
             }
