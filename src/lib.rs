@@ -14,6 +14,7 @@ mod ffi;
 mod guard;
 pub mod lock;
 mod reaper;
+mod registration;
 mod stats;
 pub mod waiters;
 
@@ -22,7 +23,6 @@ mod model_tests;
 
 use crate::ffi::{api, RawCtx};
 use datatype::LOCK_TYPE;
-use redis_module::configuration::ConfigurationFlags;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use std::ffi::{c_int, CStr};
 
@@ -110,19 +110,6 @@ const COMMANDS: [CommandSpec; 6] = [
     },
 ];
 
-/// `CONFIG GET name` as a string ("" if unavailable).
-fn server_config(ctx: &Context, name: &str) -> String {
-    match ctx.call("CONFIG", &["GET", name]) {
-        Ok(redis_module::RedisValue::Array(kv)) => match kv.get(1) {
-            Some(redis_module::RedisValue::SimpleString(v)) => v.clone(),
-            Some(redis_module::RedisValue::BulkString(v)) => v.clone(),
-            Some(redis_module::RedisValue::BulkRedisString(v)) => v.to_string(),
-            _ => String::new(),
-        },
-        _ => String::new(),
-    }
-}
-
 /// Arm the restart guard, and say so in the log. After a load, an AOF
 /// fsync'd on every write holds every grant (no guard needed); after a
 /// promotion it does not matter: replication is asynchronous, the replica
@@ -130,8 +117,8 @@ fn server_config(ctx: &Context, name: &str) -> String {
 fn arm_restart_guard(ctx: &Context, why: &str) {
     let complete = why != PROMOTED
         && guard::persistence_is_complete(
-            &server_config(ctx, "appendonly"),
-            &server_config(ctx, "appendfsync"),
+            &registration::server_config(ctx, "appendonly"),
+            &registration::server_config(ctx, "appendfsync"),
         );
     let delay = config::restart_delay_ms(complete);
     guard::arm(delay);
@@ -162,26 +149,6 @@ unsafe extern "C" fn on_loading(
 ) {
     if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
         let _ = std::panic::catch_unwind(|| arm_restart_guard(&Context::new(ctx), "data loaded"));
-    }
-}
-
-/// Apply `loadmodule` arguments with the rules of `CONFIG SET`; a bad one
-/// stops the server from starting, with a message naming it.
-fn apply_module_args(ctx: &Context, args: &[RedisString]) -> Status {
-    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy()).collect();
-    match config::parse_module_args(&args) {
-        Ok(values) => {
-            for (index, value) in values {
-                config::SETTINGS[index]
-                    .value
-                    .store(value, std::sync::atomic::Ordering::Relaxed);
-            }
-            Status::Ok
-        }
-        Err(e) => {
-            ctx.log_warning(&format!("lock: {e}"));
-            Status::Err
-        }
     }
 }
 
@@ -230,7 +197,16 @@ fn set_acl_categories(ctx: &Context, raw_ctx: RawCtx) {
 }
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
-    if apply_module_args(ctx, args) == Status::Err {
+    if let Some(function) = registration::missing_api() {
+        ctx.log_warning(&format!(
+            "lock: this server lacks the module API RedisModule_{function}; the lock module needs {}",
+            registration::NEEDS
+        ));
+        return Status::Err;
+    }
+    if registration::register_configs(ctx) == Status::Err
+        || registration::apply_module_args(ctx, args) == Status::Err
+    {
         return Status::Err;
     }
     // Tokens follow the wall clock in microseconds; RDB/AOF loading raises
@@ -296,17 +272,4 @@ redis_module! {
     allocator: (Allocator, ALLOCATOR),
     data_types: [LOCK_TYPE],
     init: init,
-    configurations: [
-        i64: [
-            // Same names and ranges as config::SETTINGS (loadmodule arguments).
-            ["max-ttl-ms", &config::MAX_TTL_MS, config::SETTINGS[0].default, config::SETTINGS[0].min, config::SETTINGS[0].max, ConfigurationFlags::DEFAULT, None],
-            ["max-owner-len", &config::MAX_OWNER_LEN, config::SETTINGS[1].default, config::SETTINGS[1].min, config::SETTINGS[1].max, ConfigurationFlags::DEFAULT, None],
-            ["restart-delay-ms", &config::RESTART_DELAY_MS, config::SETTINGS[2].default, config::SETTINGS[2].min, config::SETTINGS[2].max, ConfigurationFlags::DEFAULT, None],
-        ],
-        string: [],
-        bool: [],
-        enum: [],
-        // loadmodule arguments are applied (strictly) by init, not by the macro.
-        module_args_as_configuration: false,
-    ]
 }

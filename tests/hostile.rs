@@ -4,8 +4,7 @@
 
 mod common;
 use common::*;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// CRC-64/Jones as Redis computes it for DUMP payloads (reflected, init 0).
 fn crc64(data: &[u8]) -> u64 {
@@ -238,51 +237,6 @@ fn mutated_dump_payloads_never_crash_the_server() {
     );
 }
 
-/// Starts redis-server with the module and `module_args` and expects it to
-/// refuse to start; returns its log.
-fn refused_start(module_args: &[&str]) -> String {
-    let dir = std::env::temp_dir().join(format!(
-        "redis-lock-refused-{}-{}",
-        std::process::id(),
-        free_port()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("redis.log");
-    let mut child = Command::new(server_binary())
-        .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .arg("--dir")
-        .arg(&dir)
-        .arg("--logfile")
-        .arg(&log)
-        .arg("--loadmodule")
-        .arg(module_path())
-        .args(module_args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        matches!(status, Some(s) if !s.success()),
-        "server started with {module_args:?}"
-    );
-    text
-}
-
 #[test]
 fn bad_loadmodule_arguments_stop_the_server_with_a_message() {
     for (args, named) in [
@@ -293,7 +247,7 @@ fn bad_loadmodule_arguments_stop_the_server_with_a_message() {
         (&["max-owner-len", "99999999999"][..], "`max-owner-len`"),
         (&["restart-delay-ms", "soon"][..], "`restart-delay-ms`"),
     ] {
-        let log = refused_start(args);
+        let log = refused_start(&server_binary(), args);
         assert!(log.contains(named), "{args:?}: log lacks {named}:\n{log}");
     }
 }

@@ -287,6 +287,51 @@ impl Drop for Server {
     }
 }
 
+/// Starts `binary` with the module and `module_args`, expects it to refuse
+/// to start (exit non-zero within 10 s) and returns its log.
+pub fn refused_start(binary: &std::path::Path, module_args: &[&str]) -> String {
+    let dir = std::env::temp_dir().join(format!(
+        "redis-lock-refused-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("redis.log");
+    let mut child = Command::new(binary)
+        .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--logfile")
+        .arg(&log)
+        .arg("--loadmodule")
+        .arg(module_path())
+        .args(module_args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        matches!(status, Some(s) if !s.success()),
+        "server started with {module_args:?}"
+    );
+    text
+}
+
 /// Run a command given as words; panics on transport errors only.
 pub fn run(con: &mut redis::Connection, words: &[&[u8]]) -> redis::RedisResult<Value> {
     let mut cmd = redis::cmd(std::str::from_utf8(words[0]).unwrap());
