@@ -4,7 +4,6 @@
 
 mod common;
 use common::*;
-use std::time::Duration;
 
 /// CRC-64/Jones as Redis computes it for DUMP payloads (reflected, init 0).
 fn crc64(data: &[u8]) -> u64 {
