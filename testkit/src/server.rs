@@ -106,6 +106,8 @@ pub struct Server {
     env: Vec<(String, String)>,
     /// Module defaults as shipped, without the harness's test settings.
     bare: bool,
+    /// Add `--loadmodule`; off when the test's own config loads it.
+    load_module: bool,
 }
 
 impl Server {
@@ -139,15 +141,28 @@ impl Server {
     /// defaults (the restart guard on), where `with` turns the guard off
     /// unless a test sets `restart-delay-ms` itself.
     pub fn bare(args: &[&str], module_args: &[&str]) -> Server {
-        Server::build(args, module_args, &[], true)
+        Server::build(args, module_args, &[], true).started()
     }
 
     pub fn with_env(args: &[&str], module_args: &[&str], env: &[(&str, &str)]) -> Server {
-        Server::build(args, module_args, env, false)
+        Server::build(args, module_args, env, false).started()
+    }
+
+    /// A server whose own configuration (`args`, e.g. `--include file`)
+    /// loads the module: the harness adds no `--loadmodule`.
+    pub fn configured(args: &[&str]) -> Server {
+        let mut s = Server::build(args, &[], &[], true);
+        s.load_module = false;
+        s.started()
+    }
+
+    fn started(mut self) -> Server {
+        self.spawn();
+        self
     }
 
     fn build(args: &[&str], module_args: &[&str], env: &[(&str, &str)], bare: bool) -> Server {
-        let mut s = Server {
+        Server {
             child: None,
             port: free_port(),
             dir: scratch_dir(),
@@ -158,9 +173,8 @@ impl Server {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             bare,
-        };
-        s.spawn();
-        s
+            load_module: true,
+        }
     }
 
     fn spawn(&mut self) {
@@ -176,6 +190,9 @@ impl Server {
         if !self.bare && !sets_delay {
             load.extend(["restart-delay-ms".to_string(), "0".to_string()]);
         }
+        if !self.load_module {
+            load.clear();
+        }
         let mut cmd = Command::new(server_binary());
         cmd.arg("--port")
             .arg(self.port.to_string())
@@ -187,7 +204,11 @@ impl Server {
             .arg("")
             .arg("--appendonly")
             .arg("no")
-            .arg("--loadmodule")
+            .args(if load.is_empty() {
+                None
+            } else {
+                Some("--loadmodule")
+            })
             .args(&load)
             .args(&self.args)
             .stdout(Stdio::null())
