@@ -77,7 +77,10 @@ async fn main() {
     writeln!(
         md,
         "- {}\n- {}\n- redis-lock module and client 0.1.0 (this commit), rslock 0.10.0\n- {}\n",
-        version("redis-server", &["--version"]),
+        version(
+            &redis_lock_testkit::server_binary().display().to_string(),
+            &["--version"]
+        ),
         version("redis-benchmark", &["--version"]),
         version("rustc", &["--version"])
     )
