@@ -155,7 +155,7 @@ pub fn settle(ctx: Ctx, name: RawString) {
         drop(key);
         return arm(ctx, id, left); // no new grants while the guard is up
     }
-    let Some(token) = TOKENS.next(clock::unix_micros()) else {
+    let Some(token) = TOKENS.next(crate::ffi::wall_micros()) else {
         drop(key);
         return fail_all(&id, crate::fencing::EXHAUSTED);
     };

@@ -103,7 +103,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
             None => ctx.reply_null(),
         };
     }
-    let Some(token) = TOKENS.next(clock::unix_micros()) else {
+    let Some(token) = TOKENS.next(crate::ffi::wall_micros()) else {
         return ctx.error(fencing::EXHAUSTED);
     };
     let granted = key.set(Lock::new(req.owner, token, req.ttl, now));
@@ -233,7 +233,7 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
         Ok(parsed) => parsed,
         Err(e) => return ctx.error(&e),
     };
-    let ceiling = fencing::fence_ceiling(clock::unix_micros());
+    let ceiling = fencing::fence_ceiling(crate::ffi::wall_micros());
     if token > ceiling && !ctx.is_replicated_or_aof() {
         return ctx.error(&format!(
             "ERR token is more than 60 s above this server's clock in microseconds (at most {ceiling}); check clock sync"

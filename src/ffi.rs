@@ -18,6 +18,19 @@ macro_rules! api {
 }
 pub(crate) use api;
 
+/// The module's data type, as Redis created it (set once at load, by lib.rs,
+/// so this bottom layer never reaches up into `datatype.rs`).
+static LOCK_TYPE: std::sync::atomic::AtomicPtr<raw::RedisModuleType> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+pub fn set_lock_type(lock_type: *mut raw::RedisModuleType) {
+    LOCK_TYPE.store(lock_type, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn lock_type() -> *mut raw::RedisModuleType {
+    LOCK_TYPE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The bytes of a Redis string, borrowed for as long as the string lives.
 pub fn bytes<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
     let mut len = 0usize;
@@ -38,8 +51,15 @@ pub fn writes_paused() -> bool {
 
 /// The server's wall clock in µs since the epoch: `RedisModule_Microseconds`
 /// where it exists (7.2+, Valkey), else `RedisModule_Milliseconds` × 1000.
-#[cfg_attr(test, allow(dead_code))] // unit tests run without a server
-pub fn server_unix_micros() -> Option<u64> {
+/// Wall-clock µs as the server reads its clock: one clock for the server
+/// and its module, even where the module's own libc calls are bound apart
+/// from the server's (Valkey loads modules with RTLD_DEEPBIND, so a clock
+/// shim preloaded into the server would not reach them).
+pub fn wall_micros() -> u64 {
+    server_unix_micros().unwrap_or_else(crate::clock::unix_micros)
+}
+
+fn server_unix_micros() -> Option<u64> {
     // SAFETY: the API table is written once by RedisModule_Init and only read
     // afterwards; both functions take no arguments.
     unsafe {
@@ -234,7 +254,7 @@ impl Key {
         let ptr = unsafe { api!(RedisModule_OpenKey)(ctx.0, name, mode as c_int) };
         Key {
             ptr,
-            lock_type: crate::datatype::raw_type(),
+            lock_type: lock_type(),
         }
     }
 
@@ -261,9 +281,8 @@ impl Key {
     pub fn peek<'a>(key: *mut raw::RedisModuleKey) -> Option<&'a Lock> {
         // SAFETY: a live key handle; the value is ours when the type matches.
         unsafe {
-            (!key.is_null()
-                && api!(RedisModule_ModuleTypeGetType)(key) == crate::datatype::raw_type())
-            .then(|| &*api!(RedisModule_ModuleTypeGetValue)(key).cast::<Lock>())
+            (!key.is_null() && api!(RedisModule_ModuleTypeGetType)(key) == lock_type())
+                .then(|| &*api!(RedisModule_ModuleTypeGetValue)(key).cast::<Lock>())
         }
     }
 

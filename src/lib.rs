@@ -12,6 +12,7 @@ mod datatype;
 pub mod fencing;
 mod ffi;
 mod guard;
+mod info;
 pub mod lock;
 mod reaper;
 mod registration;
@@ -212,6 +213,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // Tokens follow the wall clock in microseconds; RDB/AOF loading raises
     // the counter to whatever was persisted (see fencing.rs).
     arm_restart_guard(ctx, "module loaded");
+    ffi::set_lock_type(datatype::raw_type());
     let raw_ctx = ctx.ctx;
     // SAFETY: called once from RedisModule_OnLoad with a valid ctx; all
     // names and flag strings are NUL-terminated statics.
@@ -238,7 +240,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
                 return Status::Err;
             }
         }
-        api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(stats::info));
+        api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(info::info));
         let events: [(u64, ServerEventHandler); 4] = [
             (raw::REDISMODULE_EVENT_CRON_LOOP, reaper::on_cron),
             (raw::REDISMODULE_EVENT_FLUSHDB, blocking::on_flush),

@@ -1,9 +1,7 @@
-//! Counters behind the `INFO lock` section. Atomics because a lock value can
-//! be freed on a lazy-free background thread.
+//! Counters behind the `INFO lock` section (written out by `info.rs`).
+//! Atomics because a lock value can be freed on a lazy-free background
+//! thread. No Redis API here: everything may count, nothing is reached.
 
-use crate::ffi::api;
-use redis_module::raw;
-use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 static HELD: AtomicI64 = AtomicI64::new(0);
@@ -51,32 +49,19 @@ pub fn wait_timed_out() {
     WAIT_TIMEOUTS.fetch_add(1, Relaxed);
 }
 
-/// Fills `INFO lock`. Redis prefixes each field with the module name.
-pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    let now = crate::clock::now_ms();
-    let fields: [(&CStr, u64); 13] = [
-        (c"held", HELD.load(Relaxed).max(0) as u64),
-        (c"acquired", ACQUIRED.load(Relaxed)),
-        (c"contended", CONTENDED.load(Relaxed)),
-        (c"released", RELEASED.load(Relaxed)),
-        (c"extended", EXTENDED.load(Relaxed)),
-        (c"expired", EXPIRED.load(Relaxed)),
-        (c"wrong_owner", WRONG_OWNER.load(Relaxed)),
-        (c"last_token", crate::fencing::TOKENS.last()),
-        (c"waits", WAITS.load(Relaxed)),
-        (c"handoffs", HANDOFFS.load(Relaxed)),
-        (c"wait_timeouts", WAIT_TIMEOUTS.load(Relaxed)),
-        (c"waiters", crate::blocking::total_waiters() as u64),
-        (
-            c"restart_guard_ms_left",
-            crate::guard::remaining(now).unwrap_or(0),
-        ),
-    ];
-    // SAFETY: valid info ctx during the callback; names are NUL-terminated.
-    unsafe {
-        api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr());
-        for (name, value) in fields {
-            api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), value);
-        }
-    }
+/// A snapshot of every counter, named as INFO shows them.
+pub fn counters() -> [(&'static str, u64); 11] {
+    [
+        ("held", HELD.load(Relaxed).max(0) as u64),
+        ("acquired", ACQUIRED.load(Relaxed)),
+        ("contended", CONTENDED.load(Relaxed)),
+        ("released", RELEASED.load(Relaxed)),
+        ("extended", EXTENDED.load(Relaxed)),
+        ("expired", EXPIRED.load(Relaxed)),
+        ("wrong_owner", WRONG_OWNER.load(Relaxed)),
+        ("waits", WAITS.load(Relaxed)),
+        ("handoffs", HANDOFFS.load(Relaxed)),
+        ("wait_timeouts", WAIT_TIMEOUTS.load(Relaxed)),
+        ("last_token", crate::fencing::TOKENS.last()),
+    ]
 }
