@@ -66,13 +66,18 @@ fn measure(server: &Server, c: &mut redis::Connection, label: String) -> Row {
 }
 
 fn fill(c: &mut redis::Connection, n: usize) {
+    fill_locks(c, n, "held", 3_600_000);
+}
+
+/// `n` locks `prefix:0..n`, pipelined in batches.
+fn fill_locks(c: &mut redis::Connection, n: usize, prefix: &str, ttl_ms: u64) {
     for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
         let mut p = redis::pipe();
         for i in chunk {
             p.cmd("LOCK.ACQUIRE")
-                .arg(format!("held:{i}"))
+                .arg(format!("{prefix}:{i}"))
                 .arg("holder")
-                .arg(3_600_000)
+                .arg(ttl_ms)
                 .ignore();
         }
         p.query::<()>(c).unwrap();
@@ -141,17 +146,7 @@ pub fn run(server: &Server, held_sizes: &[usize], waiter_counts: &[usize]) -> Ve
 pub fn expiry_sweep(n: usize) -> Duration {
     let server = Server::start();
     let mut c = server.conn();
-    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
-        let mut p = redis::pipe();
-        for i in chunk {
-            p.cmd("LOCK.ACQUIRE")
-                .arg(format!("short:{i}"))
-                .arg("holder")
-                .arg(1)
-                .ignore();
-        }
-        p.query::<()>(&mut c).unwrap();
-    }
+    fill_locks(&mut c, n, "short", 1);
     let started = Instant::now();
     while redis::cmd("DBSIZE").query::<usize>(&mut c).unwrap() > 0 {
         std::thread::sleep(Duration::from_millis(20));
