@@ -126,7 +126,7 @@ async fn wrongtype_noperm_and_bad_passwords_are_rejected() {
         ),
     ];
     for (url, name, expect) in cases {
-        let err = locker(&[url.clone()])
+        let err = locker(std::slice::from_ref(&url))
             .lock(name, Duration::from_secs(2))
             .await
             .unwrap_err();

@@ -16,7 +16,8 @@ use std::time::Duration;
                   of the servers cannot be reached; 64 bad command line; 78 bad settings."
 )]
 pub struct Cli {
-    /// Server URLs, comma separated (redis://[user:pass@]host:port[/db], rediss://...).
+    /// Server URLs, comma separated: redis://user:pass@host:port/db (user, password and
+    /// db optional; rediss:// for TLS).
     /// Each server once: two URLs reaching the same server are refused.
     #[arg(
         long,
