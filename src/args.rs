@@ -11,6 +11,22 @@ pub struct Limits {
     pub max_owner_len: usize,
 }
 
+/// Largest `lock.max-ttl-ms` any server may be configured with (~34 years).
+pub const TTL_CEILING: Millis = 1 << 40;
+/// Largest `lock.max-owner-len` any server may be configured with (1 MiB).
+pub const OWNER_LEN_CEILING: usize = 1 << 20;
+
+impl Limits {
+    /// The widest limits any server can have. What a primary decided (a
+    /// replicated command, the AOF, an RDB) is checked only against these:
+    /// a replica or a reload with smaller limits must apply it as decided,
+    /// never drop it.
+    pub const CEILING: Limits = Limits {
+        max_ttl: TTL_CEILING,
+        max_owner_len: OWNER_LEN_CEILING,
+    };
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcquireArgs<'a> {
     pub owner: &'a [u8],
@@ -112,15 +128,12 @@ pub fn extend<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<(&'a [u8], Mi
     }
 }
 
-/// Largest token LOCK.FENCE accepts: far above any counter, far below overflow.
-pub const MAX_FENCE_TOKEN: u64 = 1 << 62;
-
 /// `owner token` (argv after the key) for LOCK.FENCE.
 pub fn fence<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<(&'a [u8], u64)> {
     match args {
         [raw_owner, raw_token] => Ok((
             owner(raw_owner, limits)?,
-            positive(raw_token, "token", MAX_FENCE_TOKEN)?,
+            positive(raw_token, "token", crate::fencing::MAX_TOKEN)?,
         )),
         _ => Err(wrong_arity("lock.fence")),
     }

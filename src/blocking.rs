@@ -10,7 +10,7 @@
 //! a free key to the head waiter with a fresh token, replicated as an effect.
 
 use crate::clock;
-use crate::commands::TOKENS;
+use crate::fencing::TOKENS;
 use crate::ffi::{api, bytes, Ctx, Key, RawCtx, RawString, Slot};
 use crate::lock::{Lock, Millis};
 use crate::stats;
@@ -147,7 +147,7 @@ pub fn settle(ctx: Ctx, name: RawString) {
         }
         Slot::WrongType => {
             drop(key);
-            return fail_all(&id);
+            return fail_all(&id, "WRONGTYPE the key no longer holds a lock");
         }
         Slot::Empty => {}
     }
@@ -155,10 +155,14 @@ pub fn settle(ctx: Ctx, name: RawString) {
         drop(key);
         return arm(ctx, id, left); // no new grants while the guard is up
     }
+    let Some(token) = TOKENS.next(clock::unix_micros()) else {
+        drop(key);
+        return fail_all(&id, crate::fencing::EXHAUSTED);
+    };
     let Some(next) = queues().pop_front(&id) else {
         return;
     };
-    let granted = key.set(Lock::new(&next.owner, TOKENS.next(), next.ttl, now));
+    let granted = key.set(Lock::new(&next.owner, token, next.ttl, now));
     let token = granted.token;
     ctx.replicate_apply(name, granted, next.ttl);
     drop(key);
@@ -189,15 +193,10 @@ fn unblock(handle: usize, outcome: Outcome, id: &KeyId, owner: Box<[u8]>) {
     };
 }
 
-/// The key now holds something that is not a lock: nobody can get it.
-fn fail_all(id: &KeyId) {
+/// Nobody can get this key's lock (it holds another type, or tokens ran out).
+fn fail_all(id: &KeyId, error: &'static str) {
     while let Some(w) = queues().pop_front(id) {
-        unblock(
-            w.handle,
-            Outcome::Error("WRONGTYPE the key no longer holds a lock"),
-            id,
-            w.owner,
-        );
+        unblock(w.handle, Outcome::Error(error), id, w.owner);
     }
 }
 

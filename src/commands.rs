@@ -4,14 +4,11 @@
 use crate::args;
 use crate::clock;
 use crate::config;
-use crate::fencing::TokenCounter;
+use crate::fencing::{self, TOKENS};
 use crate::ffi::{bytes, guard, Ctx, Key, RawCtx, RawString, Slot};
 use crate::lock::{self, Acquire, Lock, Millis, Release};
 use crate::{blocking, guard, stats};
 use std::ffi::c_int;
-
-/// The server's fencing-token counter (see `fencing.rs`).
-pub static TOKENS: TokenCounter = TokenCounter::new();
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const OK: c_int = redis_module::raw::REDISMODULE_OK as c_int;
@@ -61,7 +58,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     }
     let name = argv[1];
     let (rest, n) = rest(argv);
-    let req = match args::acquire(&rest[..n], &config::limits()) {
+    let req = match args::acquire(&rest[..n], &limits(ctx)) {
         Ok(req) => req,
         Err(e) => return ctx.error(&e),
     };
@@ -106,7 +103,10 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
             None => ctx.reply_null(),
         };
     }
-    let granted = key.set(Lock::new(req.owner, TOKENS.next(), req.ttl, now));
+    let Some(token) = TOKENS.next(clock::unix_micros()) else {
+        return ctx.error(fencing::EXHAUSTED);
+    };
+    let granted = key.set(Lock::new(req.owner, token, req.ttl, now));
     stats::acquired();
     ctx.replicate_grant(argv, granted.token);
     ctx.notify(c"lock.acquire", name);
@@ -121,7 +121,7 @@ fn release(ctx: Ctx, argv: &[RawString]) {
     }
     let name = argv[1];
     let (rest, n) = rest(argv);
-    let owner = match args::release(&rest[..n], &config::limits()) {
+    let owner = match args::release(&rest[..n], &limits(ctx)) {
         Ok(owner) => owner,
         Err(e) => return ctx.error(&e),
     };
@@ -154,6 +154,17 @@ fn release(ctx: Ctx, argv: &[RawString]) {
     blocking::settle(ctx, name);
 }
 
+/// The limits a request is checked against: the configured ones for a
+/// client, the widest possible ones for what a primary (or the AOF) already
+/// decided, which is applied as decided even where limits are smaller.
+fn limits(ctx: Ctx) -> args::Limits {
+    if ctx.is_replicated_or_aof() {
+        args::Limits::CEILING
+    } else {
+        config::limits()
+    }
+}
+
 /// Renewals, releases and extensions replicate verbatim (cheaper than an
 /// absolute LOCK.APPLY), which is exact because a replica (or the AOF on
 /// load) applies them to the lock as the primary saw it: live. A replica's
@@ -181,7 +192,7 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
     }
     let name = argv[1];
     let (rest, n) = rest(argv);
-    let (owner, ttl) = match args::extend(&rest[..n], &config::limits()) {
+    let (owner, ttl) = match args::extend(&rest[..n], &limits(ctx)) {
         Ok(parsed) => parsed,
         Err(e) => return ctx.error(&e),
     };
@@ -218,10 +229,16 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
     }
     let name = argv[1];
     let (rest, n) = rest(argv);
-    let (owner, token) = match args::fence(&rest[..n], &config::limits()) {
+    let (owner, token) = match args::fence(&rest[..n], &limits(ctx)) {
         Ok(parsed) => parsed,
         Err(e) => return ctx.error(&e),
     };
+    let ceiling = fencing::fence_ceiling(clock::unix_micros());
+    if token > ceiling && !ctx.is_replicated_or_aof() {
+        return ctx.error(&format!(
+            "ERR token is more than 60 s above this server's clock in microseconds (at most {ceiling}); check clock sync"
+        ));
+    }
     let now = clock::now_ms();
     let mut key = Key::open(ctx, name, true);
     let outcome = match key.slot() {

@@ -6,9 +6,10 @@
 //! gets at least the time it had left and a clock jump changes nothing. The
 //! token counter travels as aux data before the keyspace.
 
+use crate::args::Limits;
 use crate::clock;
-use crate::commands::TOKENS;
-use crate::lock::Lock;
+use crate::fencing::TOKENS;
+use crate::lock::{self, Lock};
 use crate::stats;
 use redis_module::native_types::RedisType;
 use redis_module::raw;
@@ -26,7 +27,7 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
         rdb_save: Some(rdb_save),
         aof_rewrite: Some(aof_rewrite),
         mem_usage: Some(mem_usage),
-        digest: None,
+        digest: Some(digest),
         free: Some(free),
         aux_load: Some(aux_load),
         aux_save: Some(aux_save),
@@ -67,24 +68,84 @@ unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, ptr: *mut c_void) {
     raw::save_unsigned(io, u64::from(lock.holds));
 }
 
+/// Loads one lock. With `REDISMODULE_OPTIONS_HANDLE_IO_ERRORS` (set in
+/// lib.rs) a short or corrupt payload makes every read report an error
+/// instead of killing the server; returning NULL refuses the load (RESTORE
+/// replies with an error, a corrupt RDB stops loading as Redis decides).
 unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     if encver != ENCODING_VERSION {
-        return std::ptr::null_mut(); // Redis reports a load error
-    }
-    let read = || -> Result<Lock, redis_module::error::Error> {
-        let owner = raw::load_string_buffer(io)?;
-        let token = raw::load_unsigned(io)?;
-        let remaining = raw::load_unsigned(io)?;
-        let holds = raw::load_unsigned(io)?;
-        let mut lock = Lock::new(owner.as_ref(), token, remaining, clock::now_ms());
-        lock.holds = u32::try_from(holds).unwrap_or(u32::MAX).max(1);
-        Ok(lock)
-    };
-    let Ok(lock) = read() else {
         return std::ptr::null_mut();
+    }
+    let read = || -> Result<Lock, &'static str> {
+        let short = |_| "short read";
+        let owner = raw::load_string_buffer(io).map_err(short)?;
+        let token = raw::load_unsigned(io).map_err(short)?;
+        let remaining = raw::load_unsigned(io).map_err(short)?;
+        let holds = raw::load_unsigned(io).map_err(short)?;
+        lock::from_stored(
+            owner.as_ref(),
+            token,
+            remaining,
+            holds,
+            &load_limits(io),
+            clock::now_ms(),
+        )
     };
-    TOKENS.observe(lock.token);
-    boxed(lock)
+    match std::panic::catch_unwind(read) {
+        Ok(Ok(lock)) => {
+            TOKENS.observe(lock.token);
+            boxed(lock)
+        }
+        Ok(Err(why)) => {
+            log_refusal(io, why);
+            std::ptr::null_mut()
+        }
+        Err(_) => std::ptr::null_mut(),
+    }
+}
+
+/// A client's RESTORE on a primary obeys this server's limits, like a grant;
+/// an RDB being loaded, or anything on a replica, holds what a primary
+/// already decided and only has to fit the widest limits.
+fn load_limits(io: *mut raw::RedisModuleIO) -> Limits {
+    // SAFETY: io is the live IO handle of this rdb_load call.
+    let flags = unsafe {
+        let ctx = crate::ffi::api!(RedisModule_GetContextFromIO)(io);
+        crate::ffi::api!(RedisModule_GetContextFlags)(ctx) as u32
+    };
+    if flags & (raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_SLAVE) != 0 {
+        Limits::CEILING
+    } else {
+        crate::config::limits()
+    }
+}
+
+fn log_refusal(io: *mut raw::RedisModuleIO, why: &str) {
+    let msg =
+        std::ffi::CString::new(format!("lock: refused a stored lock: {why}")).unwrap_or_default();
+    // SAFETY: io is live; the format string is "%s" with one C string.
+    unsafe {
+        crate::ffi::api!(RedisModule_LogIOError)(
+            io,
+            c"warning".as_ptr(),
+            c"%s".as_ptr(),
+            msg.as_ptr(),
+        )
+    };
+}
+
+/// DEBUG DIGEST / DEBUG DIGEST-VALUE: what a replica must agree on. The
+/// deadline is left out: it is monotonic time, local to each server.
+unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, ptr: *mut c_void) {
+    let lock = value(ptr);
+    crate::ffi::api!(RedisModule_DigestAddStringBuffer)(
+        md,
+        lock.owner.as_ptr().cast::<c_char>().cast_mut(),
+        lock.owner.len(),
+    );
+    crate::ffi::api!(RedisModule_DigestAddLongLong)(md, lock.token as c_longlong);
+    crate::ffi::api!(RedisModule_DigestAddLongLong)(md, c_longlong::from(lock.holds));
+    crate::ffi::api!(RedisModule_DigestEndSequence)(md);
 }
 
 unsafe extern "C" fn aof_rewrite(
@@ -135,10 +196,10 @@ unsafe extern "C" fn aux_load(io: *mut raw::RedisModuleIO, encver: c_int, _when:
         return raw::REDISMODULE_ERR as c_int;
     }
     match raw::load_unsigned(io) {
-        Ok(last) => {
+        Ok(last) if last <= crate::fencing::MAX_TOKEN => {
             TOKENS.observe(last);
             raw::REDISMODULE_OK as c_int
         }
-        Err(_) => raw::REDISMODULE_ERR as c_int,
+        _ => raw::REDISMODULE_ERR as c_int,
     }
 }

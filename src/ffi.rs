@@ -28,6 +28,29 @@ pub fn bytes<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
     }
 }
 
+/// Whether writes are paused (`CLIENT PAUSE ... WRITE|ALL`, `FAILOVER`,
+/// a cluster manual failover). While they are, nothing may be written or
+/// propagated from timers and events: Redis asserts on it.
+pub fn writes_paused() -> bool {
+    // SAFETY: no arguments; on 7.0 it reports (and times out) client pauses.
+    unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
+}
+
+/// The server's wall clock in µs since the epoch: `RedisModule_Microseconds`
+/// where it exists (7.2+, Valkey), else `RedisModule_Milliseconds` × 1000.
+#[cfg_attr(test, allow(dead_code))] // unit tests run without a server
+pub fn server_unix_micros() -> Option<u64> {
+    // SAFETY: the API table is written once by RedisModule_Init and only read
+    // afterwards; both functions take no arguments.
+    unsafe {
+        if let Some(micros) = raw::RedisModule_Microseconds {
+            return u64::try_from(micros()).ok();
+        }
+        let millis = raw::RedisModule_Milliseconds?;
+        u64::try_from(millis()).ok().map(|ms| ms * 1000)
+    }
+}
+
 /// Run a command body without ever letting a panic unwind into Redis.
 pub fn guard(ctx: RawCtx, body: impl FnOnce() -> c_int) -> c_int {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {

@@ -38,6 +38,23 @@ pub fn refusal(left: Millis) -> String {
     )
 }
 
+/// The log line that says what the guard does and why.
+pub fn describe(why: &str, delay: Millis, complete_persistence: bool) -> String {
+    if complete_persistence {
+        format!("lock: {why}; restart guard off: appendonly yes + appendfsync always, the data holds every grant")
+    } else if delay == 0 {
+        format!(
+            "lock: {why}; restart guard OFF (lock.restart-delay-ms 0) without an always-fsync'd AOF: \
+             in a quorum this node may grant a lock another client still holds on the other nodes"
+        )
+    } else {
+        format!(
+            "lock: {why}; restart guard on: new locks refused (TRYAGAIN) for {delay} ms, since the data \
+             may lack recent grants (no appendfsync always); see lock.restart-delay-ms"
+        )
+    }
+}
+
 /// Whether the data this server loaded can be trusted to hold every grant:
 /// an AOF fsync'd on every write.
 pub fn persistence_is_complete(appendonly: &str, appendfsync: &str) -> bool {

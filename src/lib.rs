@@ -14,6 +14,7 @@ mod ffi;
 mod guard;
 pub mod lock;
 mod reaper;
+mod registration;
 mod stats;
 pub mod waiters;
 
@@ -22,7 +23,6 @@ mod model_tests;
 
 use crate::ffi::{api, RawCtx};
 use datatype::LOCK_TYPE;
-use redis_module::configuration::ConfigurationFlags;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use std::ffi::{c_int, CStr};
 
@@ -48,6 +48,8 @@ struct CommandSpec {
     /// What the command does to its key (argv[1]), for key specs and ACLs.
     key_flags: u32,
     summary: &'static CStr,
+    /// ACL categories where the server supports them (see set_acl_categories).
+    acl_categories: &'static str,
 }
 
 const RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
@@ -59,6 +61,7 @@ const COMMANDS: [CommandSpec; 6] = [
         arity: -4,
         key_flags: RW | raw::REDISMODULE_CMD_KEY_INSERT,
         summary: c"Take a lock for an owner with a TTL; replies a fencing token, or nil when held by another owner",
+        acl_categories: "write fast",
     },
     CommandSpec {
         name: c"lock.release",
@@ -67,6 +70,7 @@ const COMMANDS: [CommandSpec; 6] = [
         arity: 3,
         key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE,
         summary: c"Release a lock held by owner: 1 released, 0 held by another owner, -1 not held",
+        acl_categories: "write fast",
     },
     CommandSpec {
         name: c"lock.extend",
@@ -75,6 +79,7 @@ const COMMANDS: [CommandSpec; 6] = [
         arity: 4,
         key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE,
         summary: c"Set a held lock's TTL: 1 extended, 0 held by another owner, -1 not held",
+        acl_categories: "write fast",
     },
     CommandSpec {
         name: c"lock.status",
@@ -83,6 +88,7 @@ const COMMANDS: [CommandSpec; 6] = [
         arity: 2,
         key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
         summary: c"Owner, token, ttl, holds and waiters of a lock; nil when not held",
+        acl_categories: "read fast",
     },
     CommandSpec {
         name: c"lock.fence",
@@ -91,6 +97,7 @@ const COMMANDS: [CommandSpec; 6] = [
         arity: 4,
         key_flags: RW | raw::REDISMODULE_CMD_KEY_UPDATE,
         summary: c"Raise a held lock's fencing token (and the server's counter) to at least token",
+        acl_categories: "write fast",
     },
     CommandSpec {
         name: c"lock.apply",
@@ -99,51 +106,125 @@ const COMMANDS: [CommandSpec; 6] = [
         arity: 6,
         key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
         summary: c"Internal: the replicated state of a lock (accepted from a primary or the AOF only)",
+        acl_categories: "write",
     },
 ];
 
-/// `CONFIG GET name` as a string ("" if unavailable).
-fn server_config(ctx: &Context, name: &str) -> String {
-    match ctx.call("CONFIG", &["GET", name]) {
-        Ok(redis_module::RedisValue::Array(kv)) => match kv.get(1) {
-            Some(redis_module::RedisValue::SimpleString(v)) => v.clone(),
-            Some(redis_module::RedisValue::BulkString(v)) => v.clone(),
-            Some(redis_module::RedisValue::BulkRedisString(v)) => v.to_string(),
-            _ => String::new(),
-        },
-        _ => String::new(),
-    }
+/// Arm the restart guard, and say so in the log. After a load, an AOF
+/// fsync'd on every write holds every grant (no guard needed); after a
+/// promotion it does not matter: replication is asynchronous, the replica
+/// may have missed the latest grants.
+fn arm_restart_guard(ctx: &Context, why: &str) {
+    let complete = why != PROMOTED
+        && guard::persistence_is_complete(
+            &registration::server_config(ctx, "appendonly"),
+            &registration::server_config(ctx, "appendfsync"),
+        );
+    let delay = config::restart_delay_ms(complete);
+    guard::arm(delay);
+    ctx.log_notice(&guard::describe(why, delay, complete));
 }
+
+const PROMOTED: &str = "promoted to primary";
 
 /// Replica promoted to primary: it may have missed the latest grants.
 unsafe extern "C" fn on_role_change(
-    _ctx: RawCtx,
+    ctx: RawCtx,
     _event: raw::RedisModuleEvent,
     subevent: u64,
     _data: *mut std::ffi::c_void,
 ) {
     if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
-        guard::arm(config::restart_delay_ms());
+        let _ = std::panic::catch_unwind(|| arm_restart_guard(&Context::new(ctx), PROMOTED));
     }
 }
 
-fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    // Tokens start above the wall clock in microseconds; RDB/AOF loading
-    // then raises the counter to whatever was persisted (see fencing.rs).
-    commands::TOKENS.observe(clock::unix_micros());
-    if !guard::persistence_is_complete(
-        &server_config(ctx, "appendonly"),
-        &server_config(ctx, "appendfsync"),
-    ) {
-        guard::arm(config::restart_delay_ms());
+/// Loading an RDB/AOF can take seconds: the guard counts from its end, not
+/// from module load, or a slow load would eat the delay.
+unsafe extern "C" fn on_loading(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut std::ffi::c_void,
+) {
+    if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
+        let _ = std::panic::catch_unwind(|| arm_restart_guard(&Context::new(ctx), "data loaded"));
     }
-    let ctx = ctx.ctx;
+}
+
+/// ACL categories for the commands, where the server can take them (Redis
+/// 7.2+, Valkey): Redis 7.0 has no module API for it, so there the commands
+/// carry only their key specs (documented limit).
+fn set_acl_categories(ctx: &Context, raw_ctx: RawCtx) {
+    // SAFETY: the API table is filled once by RedisModule_Init, before OnLoad
+    // code runs, and never written again; reading it on the main thread is safe.
+    let (add_category, set_categories) = unsafe {
+        (
+            raw::RedisModule_AddACLCategory,
+            raw::RedisModule_SetCommandACLCategories,
+        )
+    };
+    let Some(set_categories) = set_categories else {
+        ctx.log_notice(
+            "lock: this server has no module ACL-category API (Redis < 7.2): \
+             LOCK.* commands are in no ACL category; grant them by name (+lock.acquire ...)",
+        );
+        return;
+    };
+    // SAFETY: valid ctx during OnLoad; the name is a NUL-terminated static.
+    let own_category = add_category.is_some_and(
+        |add| unsafe { add(raw_ctx, c"lock".as_ptr()) } == raw::REDISMODULE_OK as c_int,
+    );
+    for c in COMMANDS {
+        let categories = if own_category {
+            format!("{} lock", c.acl_categories)
+        } else {
+            c.acl_categories.to_string()
+        };
+        let Ok(categories) = std::ffi::CString::new(categories) else {
+            continue;
+        };
+        // SAFETY: valid ctx during OnLoad; every command was created in init.
+        let set = unsafe {
+            let command = api!(RedisModule_GetCommand)(raw_ctx, c.name.as_ptr());
+            !command.is_null()
+                && set_categories(command, categories.as_ptr()) == raw::REDISMODULE_OK as c_int
+        };
+        if !set {
+            ctx.log_warning("lock: could not set a command's ACL categories");
+        }
+    }
+}
+
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    if let Some(function) = registration::missing_api() {
+        ctx.log_warning(&format!(
+            "lock: this server lacks the module API RedisModule_{function}; the lock module needs {}",
+            registration::NEEDS
+        ));
+        return Status::Err;
+    }
+    if registration::register_configs(ctx) == Status::Err
+        || registration::apply_module_args(ctx, args) == Status::Err
+    {
+        return Status::Err;
+    }
+    // Tokens follow the wall clock in microseconds; RDB/AOF loading raises
+    // the counter to whatever was persisted (see fencing.rs).
+    arm_restart_guard(ctx, "module loaded");
+    let raw_ctx = ctx.ctx;
     // SAFETY: called once from RedisModule_OnLoad with a valid ctx; all
     // names and flag strings are NUL-terminated statics.
     unsafe {
+        // Corrupt or hostile RDB/RESTORE payloads become load errors, not a
+        // server panic: datatype.rs checks every read.
+        api!(RedisModule_SetModuleOptions)(
+            raw_ctx,
+            raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int,
+        );
         for c in COMMANDS {
             let created = api!(RedisModule_CreateCommand)(
-                ctx,
+                raw_ctx,
                 c.name.as_ptr(),
                 Some(c.handler),
                 c.flags.as_ptr(),
@@ -152,36 +233,38 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
                 1,
             );
             if created != raw::REDISMODULE_OK as c_int
-                || !ffi::describe_command(ctx, c.name, c.arity, c.key_flags, c.summary)
+                || !ffi::describe_command(raw_ctx, c.name, c.arity, c.key_flags, c.summary)
             {
                 return Status::Err;
             }
         }
-        api!(RedisModule_RegisterInfoFunc)(ctx, Some(stats::info));
-        let cron = raw::RedisModuleEvent {
-            id: raw::REDISMODULE_EVENT_CRON_LOOP,
-            dataver: 1,
-        };
-        api!(RedisModule_SubscribeToServerEvent)(ctx, cron, Some(reaper::on_cron));
-        let flush = raw::RedisModuleEvent {
-            id: raw::REDISMODULE_EVENT_FLUSHDB,
-            dataver: 1,
-        };
-        api!(RedisModule_SubscribeToServerEvent)(ctx, flush, Some(blocking::on_flush));
-        let role = raw::RedisModuleEvent {
-            id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
-            dataver: 1,
-        };
-        api!(RedisModule_SubscribeToServerEvent)(ctx, role, Some(on_role_change));
+        api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(stats::info));
+        let events: [(u64, ServerEventHandler); 4] = [
+            (raw::REDISMODULE_EVENT_CRON_LOOP, reaper::on_cron),
+            (raw::REDISMODULE_EVENT_FLUSHDB, blocking::on_flush),
+            (
+                raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+                on_role_change,
+            ),
+            (raw::REDISMODULE_EVENT_LOADING, on_loading),
+        ];
+        for (id, handler) in events {
+            let event = raw::RedisModuleEvent { id, dataver: 1 };
+            api!(RedisModule_SubscribeToServerEvent)(raw_ctx, event, Some(handler));
+        }
         // Any change to a key with waiters may free its lock (DEL, SET...).
         api!(RedisModule_SubscribeToKeyspaceEvents)(
-            ctx,
+            raw_ctx,
             raw::REDISMODULE_NOTIFY_ALL,
             Some(blocking::on_keyspace_event),
         );
     }
+    set_acl_categories(ctx, raw_ctx);
     Status::Ok
 }
+
+type ServerEventHandler =
+    unsafe extern "C" fn(RawCtx, raw::RedisModuleEvent, u64, *mut std::ffi::c_void);
 
 redis_module! {
     name: "lock",
@@ -189,15 +272,4 @@ redis_module! {
     allocator: (Allocator, ALLOCATOR),
     data_types: [LOCK_TYPE],
     init: init,
-    configurations: [
-        i64: [
-            ["max-ttl-ms", &config::MAX_TTL_MS, config::DEFAULT_MAX_TTL_MS, 1, 1 << 40, ConfigurationFlags::DEFAULT, None],
-            ["max-owner-len", &config::MAX_OWNER_LEN, config::DEFAULT_MAX_OWNER_LEN, 1, 1 << 20, ConfigurationFlags::DEFAULT, None],
-            ["restart-delay-ms", &config::RESTART_DELAY_MS, 0, 0, 1 << 40, ConfigurationFlags::DEFAULT, None],
-        ],
-        string: [],
-        bool: [],
-        enum: [],
-        module_args_as_configuration: true,
-    ]
 }

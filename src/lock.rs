@@ -45,6 +45,36 @@ impl Lock {
     }
 }
 
+/// A lock's stored form (RDB, RESTORE payload, LOCK.APPLY): checked against
+/// the same bounds a grant obeys before it becomes a lock, so that no
+/// payload can create one that never expires, cannot be released, or
+/// carries a token the counter cannot stay above.
+pub fn from_stored(
+    owner: &[u8],
+    token: u64,
+    remaining: Millis,
+    holds: u64,
+    limits: &crate::args::Limits,
+    now: Millis,
+) -> Result<Lock, &'static str> {
+    if owner.is_empty() || owner.len() > limits.max_owner_len {
+        return Err("owner length out of bounds");
+    }
+    if token == 0 || token > crate::fencing::MAX_TOKEN {
+        return Err("token out of bounds");
+    }
+    if remaining > limits.max_ttl {
+        return Err("ttl out of bounds");
+    }
+    let holds = u32::try_from(holds)
+        .ok()
+        .filter(|&h| h >= 1)
+        .ok_or("holds out of bounds")?;
+    let mut lock = Lock::new(owner, token, remaining, now);
+    lock.holds = holds;
+    Ok(lock)
+}
+
 /// What `acquire` decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acquire {
@@ -318,5 +348,24 @@ mod tests {
         let l = Lock::new(b"a", 1, u64::MAX, 5);
         assert_eq!(l.deadline, u64::MAX);
         assert!(!l.is_expired(u64::MAX - 1));
+    }
+
+    #[test]
+    fn stored_locks_obey_the_bounds_of_granted_ones() {
+        let l = crate::args::Limits {
+            max_ttl: 1000,
+            max_owner_len: 4,
+        };
+        let ok = from_stored(b"ann", 7, 1000, 2, &l, 10).unwrap();
+        assert_eq!((ok.token, ok.deadline, ok.holds), (7, 1010, 2));
+        assert!(from_stored(b"", 7, 10, 1, &l, 0).is_err());
+        assert!(from_stored(b"annie", 7, 10, 1, &l, 0).is_err());
+        assert!(from_stored(b"ann", 0, 10, 1, &l, 0).is_err());
+        assert!(from_stored(b"ann", u64::MAX, 10, 1, &l, 0).is_err());
+        assert!(from_stored(b"ann", 1 << 53, 10, 1, &l, 0).is_err());
+        assert!(from_stored(b"ann", 7, 1001, 1, &l, 0).is_err());
+        assert!(from_stored(b"ann", 7, u64::MAX, 1, &l, 0).is_err());
+        assert!(from_stored(b"ann", 7, 10, 0, &l, 0).is_err());
+        assert!(from_stored(b"ann", 7, 10, 1 << 40, &l, 0).is_err());
     }
 }

@@ -96,7 +96,12 @@ impl Sim {
             Acquire::Busy => Reply::Nil,
             Acquire::Renewed { token, .. } => Reply::Token(token),
             Acquire::Free => {
-                let l = Lock::new(&[owner], self.tokens.next(), ttl, now);
+                let l = Lock::new(
+                    &[owner],
+                    self.tokens.next(0).expect("far below MAX_TOKEN"),
+                    ttl,
+                    now,
+                );
                 let token = l.token;
                 self.locks.insert(key, l);
                 Reply::Token(token)

@@ -22,10 +22,17 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Keys looked at per tick even when nothing expires (with `hz 10`, a
-/// million locks are swept in under two minutes).
+/// million live locks are looked at every two minutes).
 const MIN_KEYS_PER_TICK: usize = 1000;
-/// Most time one tick may take (2% of a core with `hz 10`).
-const TICK_BUDGET: Duration = Duration::from_millis(2);
+/// Share of each tick's period the sweep may use while it keeps finding
+/// expired locks: 25%, like Redis's own slow active-expire cycle.
+const BUSY_SHARE_PERCENT: u64 = 25;
+
+/// Most time one tick may take at `hz` ticks a second.
+pub fn tick_budget(hz: i32) -> Duration {
+    let period_us = 1_000_000 / u64::try_from(hz.clamp(1, 500)).unwrap_or(10);
+    Duration::from_micros(period_us * BUSY_SHARE_PERCENT / 100)
+}
 
 /// When to stop sweeping in this tick. Pure, so the policy is unit-tested.
 #[derive(Debug, Default, Clone, Copy)]
@@ -36,10 +43,10 @@ pub struct Effort {
 
 impl Effort {
     /// Keep going while under budget and either below the minimum or still
-    /// finding at least one expired lock in ten.
-    pub fn keep_going(&self, elapsed: Duration) -> bool {
-        elapsed < TICK_BUDGET
-            && (self.scanned < MIN_KEYS_PER_TICK || self.expired * 10 >= self.scanned)
+    /// finding at least one expired lock in ten: a keyspace full of expired
+    /// locks gets the whole budget, a healthy one only the minimum.
+    pub fn keep_going(&self, elapsed: Duration, budget: Duration) -> bool {
+        elapsed < budget && (self.scanned < MIN_KEYS_PER_TICK || self.expired * 10 >= self.scanned)
     }
 }
 
@@ -59,9 +66,14 @@ pub unsafe extern "C" fn on_cron(
     ctx: *mut raw::RedisModuleCtx,
     _event: raw::RedisModuleEvent,
     _subevent: u64,
-    _data: *mut c_void,
+    data: *mut c_void,
 ) {
-    let _ = std::panic::catch_unwind(|| tick(Ctx(ctx)));
+    // SAFETY: Redis passes a RedisModuleCronLoopInfo for this event.
+    let hz = data
+        .cast::<raw::RedisModuleCronLoopInfo>()
+        .as_ref()
+        .map_or(10, |info| info.hz);
+    let _ = std::panic::catch_unwind(|| tick(Ctx(ctx), tick_budget(hz)));
 }
 
 /// What one SCAN step found.
@@ -88,8 +100,11 @@ unsafe extern "C" fn collect(
     }
 }
 
-pub fn tick(ctx: Ctx) {
-    if ctx.is_loading() || ctx.is_replica() {
+pub fn tick(ctx: Ctx, budget: Duration) {
+    // A write pause (CLIENT PAUSE WRITE, FAILOVER) forbids writing and
+    // propagating: expiry waits for its end. Commands still see an expired
+    // lock as absent, so nobody gets a second owner meanwhile.
+    if ctx.is_loading() || ctx.is_replica() || crate::ffi::writes_paused() {
         return;
     }
     let started = Instant::now();
@@ -138,7 +153,7 @@ pub fn tick(ctx: Ctx) {
                 break; // every db visited in this tick
             }
         }
-        if !effort.keep_going(started.elapsed()) {
+        if !effort.keep_going(started.elapsed(), budget) {
             break;
         }
     }
@@ -165,42 +180,32 @@ fn expire(ctx: Ctx, name: &[u8], now: Millis) -> bool {
 mod tests {
     use super::*;
 
+    const B: Duration = Duration::from_millis(25);
+
+    fn effort(scanned: usize, expired: usize) -> Effort {
+        Effort { scanned, expired }
+    }
+
     #[test]
     fn sweeps_the_minimum_then_only_while_finding_expired_locks() {
-        let ms = Duration::from_micros(100);
-        assert!(Effort {
-            scanned: 0,
-            expired: 0
-        }
-        .keep_going(ms));
-        assert!(Effort {
-            scanned: 999,
-            expired: 0
-        }
-        .keep_going(ms));
-        assert!(!Effort {
-            scanned: 1000,
-            expired: 0
-        }
-        .keep_going(ms));
-        assert!(!Effort {
-            scanned: 1000,
-            expired: 99
-        }
-        .keep_going(ms));
-        assert!(Effort {
-            scanned: 1000,
-            expired: 100
-        }
-        .keep_going(ms));
+        let t = Duration::from_micros(100);
+        assert!(effort(0, 0).keep_going(t, B));
+        assert!(effort(999, 0).keep_going(t, B));
+        assert!(!effort(1000, 0).keep_going(t, B));
+        assert!(!effort(1000, 99).keep_going(t, B));
+        assert!(effort(1000, 100).keep_going(t, B));
+        assert!(effort(100_000, 100_000).keep_going(Duration::from_millis(24), B));
     }
 
     #[test]
     fn never_past_the_time_budget() {
-        assert!(!Effort {
-            scanned: 10,
-            expired: 10
-        }
-        .keep_going(TICK_BUDGET));
+        assert!(!effort(10, 10).keep_going(B, B));
+    }
+
+    #[test]
+    fn the_budget_is_a_quarter_of_the_tick_period() {
+        assert_eq!(tick_budget(10), Duration::from_millis(25));
+        assert_eq!(tick_budget(100), Duration::from_micros(2500));
+        assert_eq!(tick_budget(0), Duration::from_millis(250)); // clamped to 1 Hz
     }
 }

@@ -62,7 +62,7 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
         (c"extended", EXTENDED.load(Relaxed)),
         (c"expired", EXPIRED.load(Relaxed)),
         (c"wrong_owner", WRONG_OWNER.load(Relaxed)),
-        (c"last_token", crate::commands::TOKENS.last()),
+        (c"last_token", crate::fencing::TOKENS.last()),
         (c"waits", WAITS.load(Relaxed)),
         (c"handoffs", HANDOFFS.load(Relaxed)),
         (c"wait_timeouts", WAIT_TIMEOUTS.load(Relaxed)),

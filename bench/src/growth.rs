@@ -135,3 +135,30 @@ pub fn run(server: &Server, held_sizes: &[usize], waiter_counts: &[usize]) -> Ve
     redis::cmd("FLUSHALL").query::<()>(&mut c).unwrap();
     rows
 }
+
+/// Active expiry: how long until `n` locks that all expired at once are
+/// gone from memory (no command touches them), at the server's default hz.
+pub fn expiry_sweep(n: usize) -> Duration {
+    let server = Server::start();
+    let mut c = server.conn();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            p.cmd("LOCK.ACQUIRE")
+                .arg(format!("short:{i}"))
+                .arg("holder")
+                .arg(1)
+                .ignore();
+        }
+        p.query::<()>(&mut c).unwrap();
+    }
+    let started = Instant::now();
+    while redis::cmd("DBSIZE").query::<usize>(&mut c).unwrap() > 0 {
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "sweep stalled"
+        );
+    }
+    started.elapsed()
+}

@@ -77,7 +77,10 @@ async fn main() {
     writeln!(
         md,
         "- {}\n- {}\n- redis-lock module and client 0.1.0 (this commit), rslock 0.10.0\n- {}\n",
-        version("redis-server", &["--version"]),
+        version(
+            &redis_lock_testkit::server_binary().display().to_string(),
+            &["--version"]
+        ),
         version("redis-benchmark", &["--version"]),
         version("rustc", &["--version"])
     )
@@ -301,6 +304,14 @@ async fn main() {
         )
         .unwrap();
     }
+    let expired = plan.held_sizes.iter().copied().max().unwrap_or(1_000);
+    let swept = growth::expiry_sweep(expired);
+    writeln!(
+        md,
+        "\nActive expiry: {expired} locks that expired together were all gone {:.1} s after the last was granted (hz 10; nothing touched them).",
+        swept.as_secs_f64()
+    )
+    .unwrap();
 
     writeln!(md, "\n## Summary\n").unwrap();
     for line in summary.lines() {

@@ -27,6 +27,45 @@ pub fn module_path() -> PathBuf {
     found.unwrap_or_else(|| dir.join("libredis_lock.so"))
 }
 
+/// The server binary under test: $REDIS_SERVER (e.g. a Valkey
+/// `valkey-server`), else `redis-server` from PATH.
+pub fn server_binary() -> PathBuf {
+    std::env::var_os("REDIS_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("redis-server"))
+}
+
+/// Name and version of the server under test, from `INFO server`
+/// (`server_name` + `valkey_version` on Valkey, `redis_version` on Redis).
+pub fn server_identity(con: &mut redis::Connection) -> (String, String) {
+    let text: String = redis::cmd("INFO")
+        .arg("server")
+        .query(con)
+        .unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .map(|v| v.trim().to_string())
+    };
+    match field("valkey_version") {
+        Some(v) => (field("server_name").unwrap_or_else(|| "valkey".into()), v),
+        None => ("redis".into(), field("redis_version").unwrap_or_default()),
+    }
+}
+
+/// Say once per test process which server it runs against, so a run on
+/// the wrong binary is visible in every log.
+fn announce(con: &mut redis::Connection) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let (name, version) = server_identity(con);
+        eprintln!(
+            "redis-lock tests: server {name} {version} ({})",
+            server_binary().display()
+        );
+    });
+}
+
 /// A binary of this workspace built next to the module (e.g. `redis-lock`).
 pub fn workspace_binary(name: &str) -> PathBuf {
     module_path().with_file_name(name)
@@ -65,6 +104,10 @@ pub struct Server {
     args: Vec<String>,
     module_args: Vec<String>,
     env: Vec<(String, String)>,
+    /// Module defaults as shipped, without the harness's test settings.
+    bare: bool,
+    /// Add `--loadmodule`; off when the test's own config loads it.
+    load_module: bool,
 }
 
 impl Server {
@@ -94,8 +137,32 @@ impl Server {
         replica
     }
 
+    /// A server whose module gets exactly `module_args`: the shipped
+    /// defaults (the restart guard on), where `with` turns the guard off
+    /// unless a test sets `restart-delay-ms` itself.
+    pub fn bare(args: &[&str], module_args: &[&str]) -> Server {
+        Server::build(args, module_args, &[], true).started()
+    }
+
     pub fn with_env(args: &[&str], module_args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut s = Server {
+        Server::build(args, module_args, env, false).started()
+    }
+
+    /// A server whose own configuration (`args`, e.g. `--include file`)
+    /// loads the module: the harness adds no `--loadmodule`.
+    pub fn configured(args: &[&str]) -> Server {
+        let mut s = Server::build(args, &[], &[], true);
+        s.load_module = false;
+        s.started()
+    }
+
+    fn started(mut self) -> Server {
+        self.spawn();
+        self
+    }
+
+    fn build(args: &[&str], module_args: &[&str], env: &[(&str, &str)], bare: bool) -> Server {
+        Server {
             child: None,
             port: free_port(),
             dir: scratch_dir(),
@@ -105,15 +172,28 @@ impl Server {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-        };
-        s.spawn();
-        s
+            bare,
+            load_module: true,
+        }
     }
 
     fn spawn(&mut self) {
         let mut load = vec![module_path().display().to_string()];
         load.extend(self.module_args.iter().cloned());
-        let mut cmd = Command::new("redis-server");
+        // Test servers run without persistence, where the shipped default
+        // refuses new locks for lock.max-ttl-ms after start (the restart
+        // guard); tests that are not about the guard start without it.
+        let sets_delay = self
+            .module_args
+            .iter()
+            .any(|a| a.to_ascii_lowercase().ends_with("restart-delay-ms"));
+        if !self.bare && !sets_delay {
+            load.extend(["restart-delay-ms".to_string(), "0".to_string()]);
+        }
+        if !self.load_module {
+            load.clear();
+        }
+        let mut cmd = Command::new(server_binary());
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")
@@ -124,7 +204,11 @@ impl Server {
             .arg("")
             .arg("--appendonly")
             .arg("no")
-            .arg("--loadmodule")
+            .args(if load.is_empty() {
+                None
+            } else {
+                Some("--loadmodule")
+            })
             .args(&load)
             .args(&self.args)
             .stdout(Stdio::null())
@@ -153,6 +237,7 @@ impl Server {
             }
             if let Ok(mut c) = self.try_conn() {
                 if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    announce(&mut c);
                     return;
                 }
             }
@@ -198,6 +283,14 @@ impl Server {
         self.spawn();
     }
 
+    /// Start again on the same port and directory (so with its RDB/AOF)
+    /// with other arguments: a reload under a different configuration.
+    pub fn restart_with(&mut self, args: &[&str], module_args: &[&str]) {
+        self.args = args.iter().map(|a| a.to_string()).collect();
+        self.module_args = module_args.iter().map(|a| a.to_string()).collect();
+        self.restart();
+    }
+
     pub fn signal(&self, sig: &str) {
         Command::new("kill")
             .arg(format!("-{sig}"))
@@ -213,6 +306,51 @@ impl Drop for Server {
         self.kill(); // SIGKILL also ends a SIGSTOPped server
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Starts `binary` with the module and `module_args`, expects it to refuse
+/// to start (exit non-zero within 10 s) and returns its log.
+pub fn refused_start(binary: &std::path::Path, module_args: &[&str]) -> String {
+    let dir = std::env::temp_dir().join(format!(
+        "redis-lock-refused-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("redis.log");
+    let mut child = Command::new(binary)
+        .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--logfile")
+        .arg(&log)
+        .arg("--loadmodule")
+        .arg(module_path())
+        .args(module_args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        matches!(status, Some(s) if !s.success()),
+        "server started with {module_args:?}"
+    );
+    text
 }
 
 /// Run a command given as words; panics on transport errors only.

@@ -1,0 +1,264 @@
+//! The module under real operations: write pauses and failover, replicas
+//! and AOF reloads with other limits, slow loads and the restart guard,
+//! restarts after LOCK.FENCE, DEBUG DIGEST.
+
+mod common;
+use common::*;
+use redis_lock_testkit::shim::ClockOffset;
+use std::time::{Duration, Instant};
+
+fn alive(c: &mut redis::Connection) -> bool {
+    matches!(q(c, "PING"), Ok(Value::SimpleString(s)) if s == "PONG")
+}
+
+#[test]
+fn expiry_waits_for_the_end_of_a_write_pause_with_aof() {
+    let s = Server::with(&["--appendonly", "yes"], &[]);
+    let mut c = s.conn();
+    for i in 0..50 {
+        int(&mut c, &format!("LOCK.ACQUIRE k{i} a 100"));
+    }
+    q(&mut c, "CLIENT PAUSE 1500 WRITE").unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    // Deadlines passed during the pause: the server is alive, nothing was
+    // deleted (nothing may be propagated), yet the locks read as free.
+    assert!(alive(&mut c), "server died during the pause:\n{}", s.log());
+    assert_eq!(int(&mut c, "DBSIZE"), 50, "nothing deleted while paused");
+    assert_eq!(q(&mut c, "LOCK.STATUS k0").unwrap(), Value::Nil);
+    // After the pause, active expiry catches up.
+    assert!(eventually(Duration::from_secs(5), || int(&mut c, "DBSIZE") == 0));
+    assert!(alive(&mut c));
+}
+
+#[test]
+fn a_replica_follows_expiry_after_a_write_pause() {
+    let primary = Server::with(&[], &[]);
+    let replica = Server::replica_of(&primary, &[]);
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    int(&mut p, "LOCK.ACQUIRE k a 100");
+    q(&mut p, "CLIENT PAUSE 1200 WRITE").unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(alive(&mut p), "primary died:\n{}", primary.log());
+    assert!(eventually(Duration::from_secs(5), || int(
+        &mut r, "EXISTS k"
+    ) == 0));
+    assert!(alive(&mut p));
+}
+
+#[test]
+fn failover_with_locks_expiring_keeps_both_servers_up() {
+    let primary = Server::with(&["--appendonly", "yes"], &[]);
+    let replica = Server::replica_of(&primary, &[]);
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    for i in 0..2000 {
+        int(&mut p, &format!("LOCK.ACQUIRE k{i} a {}", 1 + i % 150));
+    }
+    // FAILOVER pauses writes until the replica has caught up, then swaps.
+    q(&mut p, "FAILOVER TIMEOUT 3000").unwrap();
+    let swapped = eventually(Duration::from_secs(10), || {
+        info_field(&mut r, "replication", "role") == "master"
+    });
+    assert!(swapped, "failover did not complete");
+    assert!(alive(&mut p), "old primary died:\n{}", primary.log());
+    assert!(alive(&mut r));
+    // The new primary expires what is due; the old one follows it.
+    assert!(eventually(Duration::from_secs(10), || int(
+        &mut p, "DBSIZE"
+    ) == 0));
+}
+
+/// Replicas and AOF reloads apply what the primary decided, whatever their
+/// own limits: a lock is never dropped because a limit is smaller there.
+#[test]
+fn a_replica_with_smaller_limits_keeps_the_primarys_locks() {
+    let primary = Server::with(&[], &[]);
+    let replica = Server::replica_of(&primary, &["max-ttl-ms", "5000", "max-owner-len", "8"]);
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    let long_owner = "o".repeat(100);
+    int(&mut p, "LOCK.ACQUIRE k alice 2000");
+    assert_eq!(int(&mut p, "LOCK.EXTEND k alice 60000"), 1);
+    int(&mut p, &format!("LOCK.ACQUIRE k2 {long_owner} 2000"));
+    int(&mut p, &format!("LOCK.ACQUIRE k2 {long_owner} 60000")); // a renewal
+    std::thread::sleep(Duration::from_millis(2500));
+    let (owner, _, ttl, _, _) = status(&mut r, "k").expect("replica dropped the extended lock");
+    assert_eq!(owner, b"alice");
+    assert!(ttl > 50_000, "replica ttl {ttl}");
+    assert!(
+        status(&mut r, "k2").is_some(),
+        "replica dropped the renewed lock"
+    );
+    q(&mut r, "REPLICAOF NO ONE").unwrap();
+    assert_eq!(q(&mut r, "LOCK.ACQUIRE k bob 1000").unwrap(), Value::Nil);
+}
+
+#[test]
+fn an_aof_reload_with_smaller_limits_keeps_the_locks() {
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut s = Server::with(&aof, &[]);
+    let mut c = s.conn();
+    let long_owner = "o".repeat(100);
+    int(&mut c, "LOCK.ACQUIRE k alice 2000");
+    assert_eq!(int(&mut c, "LOCK.EXTEND k alice 60000"), 1);
+    int(&mut c, &format!("LOCK.ACQUIRE k2 {long_owner} 60000"));
+    int(&mut c, &format!("LOCK.ACQUIRE k2 {long_owner} 60000"));
+    s.restart_with(&aof, &["max-ttl-ms", "5000", "max-owner-len", "8"]);
+    let mut c = s.conn();
+    let (_, _, ttl, _, _) = status(&mut c, "k").expect("lock lost on AOF reload");
+    assert!(ttl > 50_000, "ttl after reload {ttl}");
+    assert!(
+        status(&mut c, "k2").is_some(),
+        "long-owner lock lost on reload"
+    );
+    // New requests do obey the new limits.
+    assert!(err(&mut c, "LOCK.ACQUIRE n x 6000").contains("maximum"));
+}
+
+/// With a restart delay, the guard counts from the end of loading: a slow
+/// load must not eat it.
+#[test]
+fn the_restart_guard_counts_from_the_end_of_loading() {
+    let mut s = Server::with(&["--save", "3600 1"], &["restart-delay-ms", "1500"]);
+    std::thread::sleep(Duration::from_millis(1600)); // the first start's guard
+    let mut c = s.conn();
+    for i in 0..2000 {
+        int(&mut c, &format!("LOCK.ACQUIRE k{i} a 600000"));
+    }
+    q(&mut c, "SAVE").unwrap();
+    // key-load-delay (µs per key) makes loading 2000 keys take ~2 s.
+    s.restart_with(
+        &["--save", "3600 1", "--key-load-delay", "1000"],
+        &["restart-delay-ms", "1500"],
+    );
+    let loaded = Instant::now();
+    let mut c = s.conn();
+    assert_eq!(int(&mut c, "DBSIZE"), 2000, "RDB loaded");
+    let e = err(&mut c, "LOCK.ACQUIRE free x 1000");
+    assert!(
+        e.contains("TryAgain"),
+        "a free key was granted right after a slow load: {e}"
+    );
+    assert!(loaded.elapsed() < Duration::from_millis(1400));
+}
+
+/// Tokens follow the clock and never exceed it by more than 60 s; a server
+/// restarted without data grants nothing for at least 60 s (the automatic
+/// restart guard), so LOCK.FENCE cannot make tokens go backwards.
+#[test]
+fn tokens_increase_across_a_restart_without_data_after_fence() {
+    let dir = std::env::temp_dir().join(format!("redis-lock-fence-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clock = ClockOffset::new(&dir);
+    let env = clock.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut s = Server::with_env(&[], &[], &env);
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE f a 10000");
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64;
+    let too_far = now_us + 120_000_000;
+    assert!(err(&mut c, &format!("LOCK.FENCE f a {too_far}")).contains("above this server's clock"));
+    let ahead = now_us + 59_000_000; // as far as the server allows, nearly
+    assert_eq!(int(&mut c, &format!("LOCK.FENCE f a {ahead}")), ahead);
+    assert_eq!(int(&mut c, "LOCK.RELEASE f a"), 1);
+    let t = int(&mut c, "LOCK.ACQUIRE g b 10000");
+    assert!(t > ahead);
+    // kill -9, no persistence; the server comes back once its guard (>= 60 s)
+    // has passed: the shim moves its clock on by those 60 s.
+    clock.set(61);
+    s.restart();
+    let mut c = s.conn();
+    let after = int(&mut c, "LOCK.ACQUIRE h c 10000");
+    assert!(after > t, "token went backwards: {after} after {t}");
+    assert!(after < (1 << 53), "tokens stay exact in a double: {after}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The automatic guard is never shorter than the 60 s the token rule needs,
+/// even with a small lock.max-ttl-ms.
+#[test]
+fn the_automatic_guard_covers_the_token_rule() {
+    let s = Server::bare(&[], &["max-ttl-ms", "1000"]);
+    let mut c = s.conn();
+    let left: u64 = info_field(&mut c, "lock", "lock_restart_guard_ms_left")
+        .parse()
+        .unwrap();
+    assert!(left > 55_000 && left <= 60_000, "guard {left} ms");
+}
+
+#[test]
+fn the_digest_covers_owner_token_and_holds_and_replicas_agree() {
+    let debug = ["--enable-debug-command", "yes"];
+    let primary = Server::with(&debug, &[]);
+    let port = primary.port.to_string();
+    let replica = Server::with(
+        &["--replicaof", "127.0.0.1", &port, debug[0], debug[1]],
+        &[],
+    );
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    let digest = |c: &mut redis::Connection, key: &str| -> String {
+        redis::cmd("DEBUG")
+            .arg("DIGEST-VALUE")
+            .arg(key)
+            .query::<Vec<String>>(c)
+            .unwrap()[0]
+            .clone()
+    };
+    int(&mut p, "LOCK.ACQUIRE k alice 60000");
+    let first = digest(&mut p, "k");
+    assert_ne!(first, "0".repeat(40), "the lock type has a digest");
+    int(&mut p, "LOCK.ACQUIRE k alice 60000 REENTRANT");
+    let second = digest(&mut p, "k");
+    assert_ne!(first, second, "holds are part of the digest");
+    assert_eq!(int(&mut p, "WAIT 1 5000"), 1, "replica linked");
+    assert!(eventually(Duration::from_secs(5), || digest(&mut r, "k") == second));
+    let whole: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut p).unwrap();
+    assert!(eventually(Duration::from_secs(5), || {
+        redis::cmd("DEBUG")
+            .arg("DIGEST")
+            .query::<String>(&mut r)
+            .unwrap()
+            == whole
+    }));
+}
+
+/// Redis 7.0 has no module API for ACL categories; newer servers do. Either
+/// way the commands behave as documented for ACL users.
+#[test]
+fn acl_categories_where_the_server_supports_them() {
+    let s = Server::with(&[], &[]);
+    let mut c = s.conn();
+    let info: Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("lock.acquire")
+        .query(&mut c)
+        .unwrap();
+    let text = format!("{info:?}");
+    let version = info_field(&mut c, "server", "redis_version");
+    let major_minor: Vec<u32> = version
+        .split('.')
+        .take(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    if major_minor < vec![7, 2] {
+        assert!(
+            !text.contains("@write"),
+            "7.0 cannot carry categories: {text}"
+        );
+        assert!(s.log().contains("no module ACL-category API"));
+        // Granting by name works on every server.
+        q(&mut c, "ACL SETUSER reader on nopass ~* +lock.status").unwrap();
+        let mut reader = s.conn();
+        q(&mut reader, "AUTH reader x").unwrap();
+        assert_eq!(q(&mut reader, "LOCK.STATUS k").unwrap(), Value::Nil);
+        assert!(q(&mut reader, "LOCK.ACQUIRE k a 1000").is_err());
+    } else {
+        assert!(text.contains("@write") && text.contains("@fast"), "{text}");
+        q(&mut c, "ACL SETUSER ro on nopass ~* +@all -@write").unwrap();
+        let mut ro = s.conn();
+        q(&mut ro, "AUTH ro x").unwrap();
+        assert!(q(&mut ro, "LOCK.ACQUIRE k a 1000").is_err());
+        assert_eq!(q(&mut ro, "LOCK.STATUS k").unwrap(), Value::Nil);
+    }
+}
