@@ -99,6 +99,7 @@ fn eight_concurrent_clis_count_exactly() {
                 .arg(script)
                 .env("REDIS_LOCK_SERVERS", servers_arg(&nodes))
                 .stdout(Stdio::null())
+                .stderr(Stdio::null())
                 .spawn()
                 .unwrap()
         })
@@ -178,6 +179,7 @@ fn sigterm_is_forwarded_and_the_lock_released() {
         ready.display()
     );
     let mut run = cli(&nodes, &["run", "job", "--", "sh", "-c", &script])
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     assert!(eventually(Duration::from_secs(5), || ready.exists()));
@@ -227,4 +229,106 @@ fn status_and_release_for_operators() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid duration"));
+}
+
+#[test]
+fn bad_command_lines_are_usage_errors_with_a_hint() {
+    let nodes = [Server::start()];
+    let out = cli(&nodes, &["run", "--ttl", "soon", "job", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid duration"));
+    let out = cli(&nodes, &["run", "job", "echo", "hi"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did you forget -- before the command?"));
+    assert!(
+        status(&mut nodes[0].conn(), "job").is_none(),
+        "nothing acquired"
+    );
+}
+
+#[test]
+fn a_command_that_is_not_executable_exits_126_and_a_missing_one_127() {
+    let nodes = [Server::start()];
+    let dir = scratch("noexec");
+    let file = dir.join("script.sh");
+    std::fs::write(&file, "#!/bin/sh\nexit 0\n").unwrap(); // mode 0644
+    let out = cli(&nodes, &["run", "job", "--", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126), "{out:?}");
+    let out = cli(&nodes, &["run", "job", "--", "/nonexistent/command"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    assert!(status(&mut nodes[0].conn(), "job").is_none(), "released");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn status_prints_the_quorum_verdict_and_fails_without_a_majority() {
+    let mut nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    for n in &nodes[..2] {
+        int(&mut n.conn(), "LOCK.ACQUIRE job holder-a 30000");
+    }
+    let out = cli(&nodes, &["status", "job"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("quorum\theld by holder-a on 2 of 3"));
+    let out = cli(&nodes, &["status", "free-one"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("quorum\tfree on 3 of 3"));
+    nodes[0].kill();
+    nodes[1].kill();
+    let out = cli(&nodes, &["status", "job"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("only 1 of 3 servers answered"));
+}
+
+#[test]
+fn conflict_exit_code_owner_and_help() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    for n in &nodes {
+        int(&mut n.conn(), "LOCK.ACQUIRE busy someone-else 30000");
+    }
+    let out = cli(
+        &nodes,
+        &["run", "--conflict-exit-code", "3", "busy", "--", "true"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(3), "like flock -E");
+    // A chosen owner, shown without -v, can be released by hand.
+    let out = cli(
+        &nodes,
+        &[
+            "run",
+            "--owner",
+            "op-42",
+            "free",
+            "--",
+            "sh",
+            "-c",
+            "echo $REDIS_LOCK_OWNER",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "op-42");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("owner op-42"));
+    let help = cli(&nodes, &["run", "--help"]).output().unwrap();
+    let text = String::from_utf8(help.stdout).unwrap();
+    for needle in [
+        "Exit codes",
+        "75",
+        "76",
+        "69",
+        "78",
+        "126",
+        "127",
+        "--conflict-exit-code",
+        "--owner",
+    ] {
+        assert!(text.contains(needle), "run --help lacks {needle}:\n{text}");
+    }
 }

@@ -71,7 +71,7 @@ async fn two_racing_clients_exactly_one_wins() {
 async fn works_with_two_of_five_stopped() {
     let nodes = servers(5);
     let locker = locker(&nodes, Duration::from_secs(5));
-    locker.try_lock("warm").await.unwrap(); // connections up
+    let _warm = locker.try_lock("warm").await.unwrap(); // connections up
     nodes[0].signal("STOP");
     nodes[1].signal("STOP");
     let started = Instant::now();
@@ -91,7 +91,7 @@ async fn works_with_two_of_five_stopped() {
 async fn three_of_five_stopped_is_no_quorum_quickly_and_stale_grants_are_cleaned() {
     let nodes = servers(5);
     let locker = locker(&nodes, Duration::from_secs(5));
-    locker.try_lock("warm").await.unwrap();
+    let _warm = locker.try_lock("warm").await.unwrap();
     for n in &nodes[..3] {
         n.signal("STOP");
     }

@@ -1,19 +1,62 @@
-//! Client settings and their builder.
+//! Client settings and their builder. A [`Config`] only exists validated:
+//! its fields are private and [`Builder::config`] is the only way to make one.
 
+use crate::endpoint::{self, Endpoint};
 use crate::error::Error;
 use std::time::Duration;
 
-/// Settings of a [`crate::Locker`]. Build with [`Builder`].
+/// Validated settings of a [`crate::Locker`]. Build with [`Builder`].
+///
+/// The fields are private so that a `Config` cannot skip validation:
+///
+/// ```compile_fail
+/// let c = redis_lock_client::Config { urls: vec![], ..todo!() };
+/// ```
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub urls: Vec<String>,
-    pub ttl: Duration,
-    pub retry_count: u32,
-    pub retry_delay: (Duration, Duration),
-    pub drift_factor: f64,
-    pub node_timeout: Duration,
-    pub fail_fast: bool,
-    pub fencing: bool,
+    pub(crate) urls: Vec<String>,
+    pub(crate) ttl: Duration,
+    pub(crate) retry_count: Option<u32>,
+    pub(crate) retry_delay: (Duration, Duration),
+    pub(crate) drift_factor: f64,
+    pub(crate) node_timeout: Duration,
+    pub(crate) fail_fast: bool,
+    pub(crate) fencing: bool,
+}
+
+impl Config {
+    /// Server URLs, one per node (never empty, no two reaching the same server).
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+    /// Default TTL of a lock (per-lock: [`crate::LockOptions::ttl`]).
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+    /// Cap on the rounds of one `lock` call; `None`: rounds go on until the wait runs out.
+    pub fn retry_count(&self) -> Option<u32> {
+        self.retry_count
+    }
+    /// Range of the random pause between rounds.
+    pub fn retry_delay(&self) -> (Duration, Duration) {
+        self.retry_delay
+    }
+    /// Clock drift allowance as a fraction of the TTL (plus 2 ms).
+    pub fn drift_factor(&self) -> f64 {
+        self.drift_factor
+    }
+    /// Deadline of one request to one node (a `WAIT` call gets its wait on top).
+    pub fn node_timeout(&self) -> Duration {
+        self.node_timeout
+    }
+    /// Whether a round returns as soon as its outcome is certain.
+    pub fn fail_fast(&self) -> bool {
+        self.fail_fast
+    }
+    /// Whether the fencing round runs (tokens rise across holders).
+    pub fn fencing(&self) -> bool {
+        self.fencing
+    }
 }
 
 /// Builder with documented defaults:
@@ -21,7 +64,7 @@ pub struct Config {
 /// | setting | default |
 /// |---|---|
 /// | `ttl` | 10 s |
-/// | `retry_count` (rounds of `lock`) | 32 |
+/// | `retry_count` (cap on rounds of `lock`) | none: until the wait runs out |
 /// | `retry_delay` (random in range) | 50–250 ms |
 /// | `drift_factor` | 0.01 (+2 ms) |
 /// | `node_timeout` | ttl / 20, clamped to 5–500 ms |
@@ -31,7 +74,7 @@ pub struct Config {
 pub struct Builder {
     urls: Vec<String>,
     ttl: Duration,
-    retry_count: u32,
+    retry_count: Option<u32>,
     retry_delay: (Duration, Duration),
     drift_factor: f64,
     node_timeout: Option<Duration>,
@@ -40,12 +83,13 @@ pub struct Builder {
 }
 
 impl Builder {
-    /// `urls`: `redis://[user:password@]host:port[/db]` or `rediss://...`.
+    /// `urls`: `redis://[user:password@]host:port[/db]` or `rediss://...`
+    /// (TLS needs the `tls` feature).
     pub fn new<S: AsRef<str>>(urls: &[S]) -> Builder {
         Builder {
             urls: urls.iter().map(|u| u.as_ref().to_string()).collect(),
             ttl: Duration::from_secs(10),
-            retry_count: 32,
+            retry_count: None,
             retry_delay: (Duration::from_millis(50), Duration::from_millis(250)),
             drift_factor: 0.01,
             node_timeout: None,
@@ -54,44 +98,65 @@ impl Builder {
         }
     }
 
+    /// Default TTL of locks (at least 10 ms).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
     }
+    /// At most `n` rounds per `lock` call even if the wait is not over.
     pub fn retry_count(mut self, n: u32) -> Self {
-        self.retry_count = n;
+        self.retry_count = Some(n.max(1));
         self
     }
+    /// Pause between rounds: random in `min..=max`.
     pub fn retry_delay(mut self, min: Duration, max: Duration) -> Self {
         self.retry_delay = (min, max);
         self
     }
+    /// Clock drift allowance, a fraction of the TTL in `[0, 0.5)`.
     pub fn drift_factor(mut self, f: f64) -> Self {
         self.drift_factor = f;
         self
     }
+    /// Deadline of one request to one node.
     pub fn node_timeout(mut self, t: Duration) -> Self {
         self.node_timeout = Some(t);
         self
     }
+    /// Return from a round as soon as its outcome is certain.
     pub fn fail_fast(mut self, on: bool) -> Self {
         self.fail_fast = on;
         self
     }
+    /// Run the fencing round (see the README's "Quorum fencing tokens").
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
         self
     }
 
+    /// Validate and return the settings. Two URLs that reach the same server
+    /// (same resolved address and port, same db) are refused: one server
+    /// must not vote twice.
     pub fn config(self) -> Result<Config, Error> {
         let bad = |why: &str| Err(Error::Config(why.to_string()));
         if self.urls.is_empty() {
             return bad("at least one server URL is needed");
         }
+        let mut endpoints: Vec<(&str, Endpoint)> = Vec::new();
         for url in &self.urls {
-            if let Err(e) = redis::Client::open(url.as_str()) {
-                return Err(Error::Config(format!("bad server URL {url:?}: {e}")));
+            let info = match redis::Client::open(url.as_str()) {
+                Ok(client) => client.get_connection_info().clone(),
+                Err(e) => return Err(Error::Config(format!("bad server URL {url:?}: {e}"))),
+            };
+            let here = Endpoint::of(&info);
+            if let Some((other, _)) = endpoints.iter().find(|(_, e)| e.same_server(&here)) {
+                return Err(Error::Config(format!(
+                    "servers {other:?} and {url:?} reach the same server ({}): \
+                     one server must not vote twice",
+                    endpoint::describe(&info)
+                )));
             }
+            endpoints.push((url, here));
         }
         if self.ttl < Duration::from_millis(10) {
             return bad("ttl must be at least 10ms");
@@ -111,7 +176,7 @@ impl Builder {
         Ok(Config {
             urls: self.urls,
             ttl: self.ttl,
-            retry_count: self.retry_count.max(1),
+            retry_count: self.retry_count,
             retry_delay: self.retry_delay,
             drift_factor: self.drift_factor,
             node_timeout,
@@ -120,6 +185,7 @@ impl Builder {
         })
     }
 
+    /// Validate and make a [`crate::Locker`].
     pub fn build(self) -> Result<crate::Locker, Error> {
         Ok(crate::Locker::new(self.config()?))
     }
@@ -134,6 +200,7 @@ mod tests {
         let c = Builder::new(&["redis://127.0.0.1:1/"]).config().unwrap();
         assert_eq!(c.ttl, Duration::from_secs(10));
         assert_eq!(c.node_timeout, Duration::from_millis(500));
+        assert_eq!(c.retry_count, None);
         let c = Builder::new(&["redis://127.0.0.1:1/"])
             .ttl(Duration::from_millis(200))
             .config()
@@ -154,6 +221,29 @@ mod tests {
         ];
         for b in cases {
             assert!(matches!(b.config(), Err(Error::Config(_))));
+        }
+    }
+
+    #[test]
+    fn the_same_server_twice_is_refused_naming_both() {
+        let same = [
+            ["redis://127.0.0.1:7001/", "redis://127.0.0.1:7001"],
+            ["redis://127.0.0.1:7001/", "redis://localhost:7001/"],
+            ["redis://127.0.0.1:7001/0", "redis://u:p@127.0.0.1:7001/"],
+        ];
+        for pair in same {
+            let err = Builder::new(&pair).config().unwrap_err().to_string();
+            assert!(
+                err.contains(pair[0]) && err.contains(pair[1]),
+                "{pair:?}: {err}"
+            );
+        }
+        let distinct = [
+            ["redis://127.0.0.1:7001/", "redis://127.0.0.1:7002/"],
+            ["redis://127.0.0.1:7001/0", "redis://127.0.0.1:7001/1"],
+        ];
+        for pair in distinct {
+            assert!(Builder::new(&pair).config().is_ok(), "{pair:?}");
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+/// `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
 pub fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text

@@ -5,24 +5,41 @@ use std::fmt;
 /// Why one node did not grant, extend or release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeFailure {
+    /// `host:port` of the node.
     pub node: String,
+    /// What went wrong there (timeout, refused, TRYAGAIN, the server's error).
     pub cause: String,
 }
 
+/// Everything an operation of this crate can fail with.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
-    /// Another owner holds the lock (on enough nodes that no majority is possible).
+    /// Another owner holds the lock (on enough nodes that no majority is
+    /// possible) and it did not come free within the wait.
     Taken,
     /// Not enough nodes answered: infrastructure trouble, not contention.
     NoQuorum {
+        /// Nodes that granted.
         granted: usize,
+        /// Nodes needed (a majority).
         needed: usize,
+        /// Each node that failed, and why.
         failures: Vec<NodeFailure>,
     },
     /// The lock expired (or was taken over) before this unlock/extend.
     Expired,
-    /// The builder was given settings that cannot work.
+    /// The builder or the lock options were given settings that cannot work.
     Config(String),
+    /// Servers refused the request for a reason that retrying cannot fix
+    /// (TTL above `lock.max-ttl-ms`, `NOPERM`, `WRONGTYPE`, a wrong password,
+    /// the module not loaded): not retried.
+    Rejected {
+        /// `host:port` of a node that refused.
+        node: String,
+        /// The server's error message.
+        message: String,
+    },
     /// A single-node call failed (used by status/force-release).
     Redis(redis::RedisError),
 }
@@ -44,15 +61,39 @@ impl fmt::Display for Error {
             }
             Error::Expired => write!(f, "lock expired before the operation"),
             Error::Config(why) => write!(f, "invalid configuration: {why}"),
+            Error::Rejected { node, message } => {
+                write!(f, "server {node} rejected the request: {message}")
+            }
             Error::Redis(e) => write!(f, "redis error: {e}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         Error::Redis(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn redis_errors_are_the_source() {
+        let inner = redis::RedisError::from((redis::ErrorKind::IoError, "boom"));
+        let e = Error::from(inner);
+        assert!(e.source().unwrap().to_string().contains("boom"));
+        assert!(Error::Taken.source().is_none());
     }
 }

@@ -9,10 +9,13 @@
 
 use crate::error::Error;
 use crate::locker::{Lock, Locker};
+use crate::options::LockOptions;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// A lock renewed in the background until it is unlocked or dropped.
+#[must_use = "dropping an AutoLock releases the lock at once"]
 pub struct AutoLock {
     locker: Locker,
     lock: Lock,
@@ -32,12 +35,15 @@ impl AutoLock {
         }
     }
 
+    /// The lock's name.
     pub fn name(&self) -> &str {
         self.lock.name()
     }
+    /// The owner value it was taken with.
     pub fn owner(&self) -> &str {
         self.lock.owner()
     }
+    /// Its fencing token.
     pub fn token(&self) -> u64 {
         self.lock.token()
     }
@@ -99,7 +105,14 @@ impl Locker {
     /// Acquire (as [`Locker::lock`]) and keep the lock renewed until the
     /// returned guard is unlocked or dropped.
     pub async fn lock_auto(&self, name: &str, wait: Duration) -> Result<AutoLock, Error> {
-        let lock = self.lock(name, wait).await?;
+        self.acquire_auto(name, &LockOptions::new().wait(wait))
+            .await
+    }
+
+    /// Acquire with per-lock options (as [`Locker::acquire`]) and keep the
+    /// lock renewed, to its own TTL, until the guard is unlocked or dropped.
+    pub async fn acquire_auto(&self, name: &str, opts: &LockOptions) -> Result<AutoLock, Error> {
+        let lock = self.acquire(name, opts).await?;
         Ok(AutoLock::start(self.clone(), lock))
     }
 }

@@ -15,16 +15,26 @@
 //! locker.unlock(&lock).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Features: `tls` (`rediss://` URLs, needs OpenSSL) and `cli` (the
+//! `redis-lock` binary, with clap), both on by default; a library user can
+//! depend with `default-features = false` to need neither.
+#![warn(missing_docs)]
 
 mod config;
 pub mod duration;
+mod endpoint;
 mod error;
 mod guard;
 mod locker;
 mod node;
+mod options;
 pub mod quorum;
+mod status;
 
 pub use config::{Builder, Config};
 pub use error::{Error, NodeFailure};
 pub use guard::AutoLock;
-pub use locker::{random_owner, Lock, Locker, NodeStatus};
+pub use locker::{random_owner, Lock, Locker};
+pub use options::LockOptions;
+pub use status::{quorum_state, NodeReport, NodeStatus, QuorumState};

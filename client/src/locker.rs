@@ -4,7 +4,8 @@
 
 use crate::config::Config;
 use crate::error::Error;
-use crate::node::Node;
+use crate::node::{Failure, Node};
+use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use rand::Rng;
 use redis::{Cmd, Value};
@@ -12,8 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
-/// A lock held on a majority of nodes.
+/// A lock held on a majority of nodes. Release it with
+/// [`Locker::unlock`]; dropping it only lets it expire after its TTL.
 #[derive(Debug, Clone)]
+#[must_use = "a lock that is dropped stays held until its TTL runs out"]
 pub struct Lock {
     name: String,
     owner: String,
@@ -23,6 +26,7 @@ pub struct Lock {
 }
 
 impl Lock {
+    /// The lock's name (the key on every server).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -39,31 +43,22 @@ impl Lock {
     pub fn validity(&self) -> Duration {
         self.valid_until.saturating_duration_since(Instant::now())
     }
+    /// The TTL it was taken with (and is renewed to).
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
 }
 
-/// What one node says about a lock (LOCK.STATUS).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeStatus {
-    pub owner: Vec<u8>,
-    pub token: i64,
-    pub ttl_ms: i64,
-    pub holds: i64,
-    pub waiters: i64,
-}
-
-struct Inner {
-    nodes: Vec<Arc<Node>>,
-    names: Vec<String>,
-    config: Config,
+pub(crate) struct Inner {
+    pub(crate) nodes: Vec<Arc<Node>>,
+    pub(crate) names: Vec<String>,
+    pub(crate) config: Config,
 }
 
 /// Quorum lock client. Cheap to clone; clones share connections.
 #[derive(Clone)]
 pub struct Locker {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 /// 128 bits from the OS random source, as hex.
@@ -72,32 +67,47 @@ pub fn random_owner() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn acquire_answer(reply: Result<Value, String>) -> Answer {
+/// Extra time a `WAIT` call gets beyond its wait and the node timeout: the
+/// server checks blocked clients' timeouts on its event-loop tick (100 ms at
+/// the default `hz 10`), so a "busy" answer can come that much late.
+const WAIT_SLACK: Duration = Duration::from_millis(250);
+
+/// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
+const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
+
+fn failed(e: Failure) -> Answer {
+    match e {
+        Failure::Transient(cause) => Answer::Failed(cause),
+        Failure::Rejected(message) => Answer::Rejected(message),
+    }
+}
+
+fn acquire_answer(reply: Result<Value, Failure>) -> Answer {
     match reply {
         Ok(Value::Int(token)) if token > 0 => Answer::Yes(token as u64),
         Ok(Value::Nil) => Answer::Busy,
         Ok(other) => Answer::Failed(format!("unexpected reply {other:?}")),
-        Err(e) => Answer::Failed(e),
+        Err(e) => failed(e),
     }
 }
 
 /// Replies of RELEASE/EXTEND: 1 yes, 0 another owner, -1 not held.
-fn code_answer(reply: Result<Value, String>) -> Answer {
+fn code_answer(reply: Result<Value, Failure>) -> Answer {
     match reply {
         Ok(Value::Int(1)) => Answer::Yes(0),
         Ok(Value::Int(0)) => Answer::Busy,
         Ok(Value::Int(-1)) => Answer::Gone,
         Ok(other) => Answer::Failed(format!("unexpected reply {other:?}")),
-        Err(e) => Answer::Failed(e),
+        Err(e) => failed(e),
     }
 }
 
-type Classify = fn(Result<Value, String>) -> Answer;
+type Classify = fn(Result<Value, Failure>) -> Answer;
 
 /// A round's answers so far and the requests still in flight.
 struct Round {
     tally: Tally,
-    pending: JoinSet<(usize, Result<Value, String>)>,
+    pending: JoinSet<(usize, Result<Value, Failure>)>,
     classify: Classify,
 }
 
@@ -130,7 +140,17 @@ fn ms(d: Duration) -> u64 {
     d.as_millis().max(1) as u64
 }
 
+/// What one acquisition asks for, options resolved.
+struct Request<'a> {
+    name: &'a str,
+    owner: &'a str,
+    ttl: Duration,
+    reentrant: bool,
+}
+
 impl Locker {
+    /// A Locker over the (validated) `config`'s servers. No connection is
+    /// opened until the first operation.
     pub fn new(config: Config) -> Locker {
         let nodes: Vec<Arc<Node>> = config.urls.iter().map(|u| Arc::new(Node::new(u))).collect();
         let names = nodes.iter().map(|n| n.name.clone()).collect();
@@ -143,10 +163,12 @@ impl Locker {
         }
     }
 
+    /// The settings this Locker was built with.
     pub fn config(&self) -> &Config {
         &self.inner.config
     }
 
+    /// `host:port` of each node, in the order of the URLs.
     pub fn node_names(&self) -> &[String] {
         &self.inner.names
     }
@@ -196,38 +218,42 @@ impl Locker {
         (0..self.inner.nodes.len()).collect()
     }
 
-    /// One acquisition round: acquire everywhere, check majority and
-    /// validity, fence, and release everywhere on failure.
+    /// One acquisition round: acquire everywhere (with `server_wait`, block
+    /// in the server up to that long), check majority and validity, fence,
+    /// and release everywhere on failure.
     async fn attempt(
         &self,
-        name: &str,
-        owner: &str,
-        wait: Option<Duration>,
+        req: &Request<'_>,
+        server_wait: Option<Duration>,
     ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
         let start = Instant::now();
         let mut cmd = redis::cmd("LOCK.ACQUIRE");
-        cmd.arg(name).arg(owner).arg(ms(cfg.ttl));
+        cmd.arg(req.name).arg(req.owner).arg(ms(req.ttl));
         let mut timeout = cfg.node_timeout;
-        if let Some(wait) = wait {
+        if let Some(wait) = server_wait {
             cmd.arg("WAIT").arg(ms(wait));
-            timeout += wait;
+            // A late "busy" is busy, not an outage.
+            timeout += wait + WAIT_SLACK;
+        }
+        if req.reentrant {
+            cmd.arg("REENTRANT");
         }
         let round = self.round(&self.all(), cmd, timeout, acquire_answer).await;
         let verdict = round.verdict();
         if verdict == Verdict::Quorum {
             let tally = round.detach();
             let mut lock = Lock {
-                name: name.to_string(),
-                owner: owner.to_string(),
+                name: req.name.to_string(),
+                owner: req.owner.to_string(),
                 token: tally.max_token(),
-                ttl: cfg.ttl,
+                ttl: req.ttl,
                 valid_until: start,
             };
             match self.fence(&tally, &mut lock, start).await {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
-                    self.release_everywhere(name, owner).await;
+                    self.release_everywhere(req.name, req.owner).await;
                     return Err(e);
                 }
             }
@@ -235,9 +261,10 @@ impl Locker {
         // A grant may have landed even where the reply was lost: release
         // everywhere, after every acquire request has been sent or timed out.
         let tally = round.finish().await;
-        self.release_everywhere(name, owner).await;
+        self.release_everywhere(req.name, req.owner).await;
         Err(match verdict {
             Verdict::Unreachable => self.no_quorum(&tally),
+            Verdict::Rejected => self.rejected(&tally),
             _ => Error::Taken,
         })
     }
@@ -271,25 +298,26 @@ impl Locker {
                 return Err(self.no_quorum(&raised));
             }
         }
-        lock.valid_until = self.valid_until(start).ok_or(Error::Expired)?;
-        // After a long server-side WAIT the grant time is unknown (validity
-        // counts from the request): restart the clock with an extend.
-        if lock.validity() < cfg.ttl / 2 {
-            self.extend(lock).await?;
+        // Every grant came after `start`, so each node's deadline is at least
+        // start + ttl. After a server-side WAIT (a hand-off) the grant may
+        // have come much later than `start`, and counting from `start` would
+        // read a fresh lock as expired: then an extend round restarts the
+        // clock from a moment the client knows, its own request.
+        match self.valid_until(start, lock.ttl) {
+            Some(until) if until.saturating_duration_since(Instant::now()) >= lock.ttl / 2 => {
+                lock.valid_until = until;
+                Ok(())
+            }
+            _ => self.extend(lock).await,
         }
-        Ok(())
     }
 
-    /// End of validity of grants requested at `start`: every node's deadline
-    /// is at least start + ttl; minus the allowance for clock drift.
-    fn valid_until(&self, start: Instant) -> Option<Instant> {
+    /// End of validity of grants (or extensions) requested at `start`:
+    /// every node's deadline is at least start + ttl; minus the allowance
+    /// for clock drift.
+    fn valid_until(&self, start: Instant, ttl: Duration) -> Option<Instant> {
         let now = Instant::now();
-        quorum::validity(
-            self.inner.config.ttl,
-            now - start,
-            self.inner.config.drift_factor,
-        )
-        .map(|v| now + v)
+        quorum::validity(ttl, now - start, self.inner.config.drift_factor).map(|v| now + v)
     }
 
     fn no_quorum(&self, tally: &Tally) -> Error {
@@ -298,6 +326,15 @@ impl Locker {
             needed: quorum::majority(self.inner.nodes.len()),
             failures: tally.failures(&self.inner.names),
         }
+    }
+
+    fn rejected(&self, tally: &Tally) -> Error {
+        let (node, message) = tally
+            .rejected
+            .first()
+            .map(|(i, m)| (self.inner.names[*i].clone(), m.clone()))
+            .unwrap_or_default();
+        Error::Rejected { node, message }
     }
 
     /// Release on every node, waiting for each answer (or its timeout).
@@ -317,34 +354,63 @@ impl Locker {
 
     /// One attempt: no retries, no waiting.
     pub async fn try_lock(&self, name: &str) -> Result<Lock, Error> {
-        self.attempt(name, &random_owner(), None).await
+        self.acquire(name, &LockOptions::new()).await
     }
 
-    /// Acquire, retrying with random delays until `wait` has passed (or the
-    /// retry count is used up). With a single server, waits in the server
-    /// (`LOCK.ACQUIRE ... WAIT`), FIFO, instead of polling.
+    /// Acquire, retrying until `wait` has passed. See [`Locker::acquire`].
     pub async fn lock(&self, name: &str, wait: Duration) -> Result<Lock, Error> {
+        self.acquire(name, &LockOptions::new().wait(wait)).await
+    }
+
+    /// Acquire with per-lock options. The wait is a deadline: rounds go on
+    /// (with a random pause between them) until one succeeds or the wait
+    /// has passed — at least one round, and at most `retry_count` if one was
+    /// set. With a single server the client waits in the server instead
+    /// (`LOCK.ACQUIRE ... WAIT`, FIFO, no polling).
+    ///
+    /// `Taken`: held by another owner until the wait ran out. `NoQuorum`:
+    /// not enough servers answered, even on the last round. `Rejected` and
+    /// `Config` come at once: retrying cannot help.
+    pub async fn acquire(&self, name: &str, opts: &LockOptions) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
-        let owner = random_owner();
-        let deadline = Instant::now() + wait;
-        if self.inner.nodes.len() == 1 {
-            return self.attempt(name, &owner, Some(wait)).await;
-        }
-        let mut tries = 0;
+        let ttl = opts.checked_ttl(cfg.ttl, cfg.node_timeout)?;
+        let generated;
+        let owner = match &opts.owner {
+            Some(o) => o.as_str(),
+            None => {
+                generated = random_owner();
+                generated.as_str()
+            }
+        };
+        let req = Request {
+            name,
+            owner,
+            ttl,
+            reentrant: opts.reentrant,
+        };
+        let single = self.inner.nodes.len() == 1;
+        let deadline = Instant::now() + opts.wait;
+        let mut rounds = 0u32;
         loop {
-            tries += 1;
-            let err = match self.attempt(name, &owner, None).await {
+            rounds += 1;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let server_wait = (single && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
+            let err = match self.attempt(&req, server_wait).await {
                 Ok(lock) => return Ok(lock),
-                Err(e @ Error::Config(_)) => return Err(e),
+                Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
                 Err(e) => e,
             };
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || tries >= cfg.retry_count {
+            if left.is_zero() || cfg.retry_count.is_some_and(|n| rounds >= n) {
                 return Err(err);
             }
-            let (lo, hi) = cfg.retry_delay;
-            let pause = rand::thread_rng().gen_range(lo..=hi);
-            tokio::time::sleep(pause.min(left)).await;
+            // After a server-side wait that ended "busy" there is nothing to
+            // pause for; otherwise (contention polled, an outage) pause.
+            if !(server_wait.is_some() && matches!(err, Error::Taken)) {
+                let (lo, hi) = cfg.retry_delay;
+                let pause = rand::thread_rng().gen_range(lo..=hi);
+                tokio::time::sleep(pause.min(left)).await;
+            }
         }
     }
 
@@ -361,10 +427,11 @@ impl Locker {
         let tally = round.detach();
         match verdict {
             Verdict::Quorum => {
-                lock.valid_until = self.valid_until(start).ok_or(Error::Expired)?;
+                lock.valid_until = self.valid_until(start, lock.ttl).ok_or(Error::Expired)?;
                 Ok(())
             }
             Verdict::Unreachable => Err(self.no_quorum(&tally)),
+            Verdict::Rejected => Err(self.rejected(&tally)),
             Verdict::Contended => Err(Error::Expired),
         }
     }
@@ -376,74 +443,8 @@ impl Locker {
         match tally.final_verdict() {
             Verdict::Quorum => Ok(()),
             Verdict::Unreachable => Err(self.no_quorum(&tally)),
+            Verdict::Rejected => Err(self.rejected(&tally)),
             Verdict::Contended => Err(Error::Expired),
         }
     }
-
-    /// LOCK.STATUS on every node (operators' view).
-    pub async fn status(&self, name: &str) -> Vec<(String, Result<Option<NodeStatus>, String>)> {
-        let mut out = Vec::new();
-        for node in &self.inner.nodes {
-            let mut cmd = redis::cmd("LOCK.STATUS");
-            cmd.arg(name);
-            let reply = node.query(&cmd, self.inner.config.node_timeout).await;
-            out.push((node.name.clone(), reply.and_then(parse_status)));
-        }
-        out
-    }
-
-    /// Release a lock for a given owner on every node (operators).
-    pub async fn force_release(
-        &self,
-        name: &str,
-        owner: &str,
-    ) -> Vec<(String, Result<i64, String>)> {
-        let mut out = Vec::new();
-        for node in &self.inner.nodes {
-            let mut cmd = redis::cmd("LOCK.RELEASE");
-            cmd.arg(name).arg(owner);
-            let reply = node.query(&cmd, self.inner.config.node_timeout).await;
-            out.push((
-                node.name.clone(),
-                reply.and_then(|v| match v {
-                    Value::Int(i) => Ok(i),
-                    other => Err(format!("unexpected reply {other:?}")),
-                }),
-            ));
-        }
-        out
-    }
-}
-
-fn parse_status(v: Value) -> Result<Option<NodeStatus>, String> {
-    let pairs: Vec<(Value, Value)> = match v {
-        Value::Nil => return Ok(None),
-        Value::Map(m) => m,
-        Value::Array(items) => {
-            let mut it = items.into_iter();
-            std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect()
-        }
-        other => return Err(format!("unexpected reply {other:?}")),
-    };
-    let mut s = NodeStatus {
-        owner: Vec::new(),
-        token: 0,
-        ttl_ms: 0,
-        holds: 0,
-        waiters: 0,
-    };
-    for (k, v) in pairs {
-        match (k, v) {
-            (Value::BulkString(k), Value::BulkString(owner)) if k == b"owner" => s.owner = owner,
-            (Value::BulkString(k), Value::Int(i)) => match k.as_slice() {
-                b"token" => s.token = i,
-                b"ttl" => s.ttl_ms = i,
-                b"holds" => s.holds = i,
-                b"waiters" => s.waiters = i,
-                _ => {}
-            },
-            _ => {}
-        }
-    }
-    Ok(Some(s))
 }

@@ -1,34 +1,70 @@
 //! One Redis server: a long-lived multiplexed connection shared by every
-//! operation, (re)connected on demand after a failure.
+//! short operation, (re)connected on demand after a failure, and a small
+//! pool of dedicated connections for blocking calls (`LOCK.ACQUIRE ... WAIT`).
 
 use redis::aio::MultiplexedConnection;
-use redis::{Client, Cmd, Value};
+use redis::{Client, Cmd, ErrorKind, RedisError, Value};
 use std::time::Duration;
 use tokio::sync::Mutex;
+
+/// Idle dedicated connections kept per node; more concurrent waiters open
+/// more, and the surplus is closed when they finish.
+const IDLE_DEDICATED: usize = 8;
+
+/// Why one request to one node did not produce a reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// Timeout, transport error, or a server state that may pass
+    /// (`TRYAGAIN`, `LOADING`, too many clients...): worth retrying.
+    Transient(String),
+    /// The server refused the request and would refuse it again.
+    Rejected(String),
+}
+
+/// A server error that retrying cannot fix: bad arguments (`ERR ...`, e.g.
+/// a TTL above `lock.max-ttl-ms`, the module not loaded), `WRONGTYPE`,
+/// missing permissions, wrong credentials.
+pub(crate) fn is_deterministic(e: &RedisError) -> bool {
+    match e.kind() {
+        ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig => true,
+        // "max number of clients reached" is also an ERR, and it passes.
+        ErrorKind::ResponseError => !e.to_string().contains("max number of clients"),
+        ErrorKind::ExtensionError => matches!(
+            e.code(),
+            Some("WRONGTYPE" | "NOPERM" | "WRONGPASS" | "NOAUTH")
+        ),
+        _ => false,
+    }
+}
+
+fn classify(e: RedisError) -> Failure {
+    if is_deterministic(&e) {
+        Failure::Rejected(e.to_string())
+    } else {
+        Failure::Transient(e.to_string())
+    }
+}
+
+fn broken(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal()
+}
 
 pub struct Node {
     /// host:port, for messages (never the password).
     pub name: String,
     client: Client,
     conn: Mutex<Option<MultiplexedConnection>>,
+    idle: std::sync::Mutex<Vec<MultiplexedConnection>>,
 }
 
 impl Node {
     pub fn new(url: &str) -> Node {
         let client = Client::open(url).expect("URL validated by the builder");
-        let name = match &client.get_connection_info().addr {
-            redis::ConnectionAddr::Tcp(h, p)
-            | redis::ConnectionAddr::TcpTls {
-                host: h, port: p, ..
-            } => {
-                format!("{h}:{p}")
-            }
-            other => other.to_string(),
-        };
         Node {
-            name,
+            name: crate::endpoint::node_name(client.get_connection_info()),
             client,
             conn: Mutex::new(None),
+            idle: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -42,23 +78,40 @@ impl Node {
         Ok(c)
     }
 
-    /// Run a blocking command (LOCK.ACQUIRE ... WAIT) on a connection of its
-    /// own, so it does not stall the shared one.
-    pub async fn query_dedicated(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, String> {
+    /// Run a blocking command on a connection of its own, so it does not
+    /// stall the shared one. Connections come from and go back to a pool; a
+    /// call that times out or breaks drops its connection (a reply may still
+    /// be on its way), and a pooled connection found broken is replaced once.
+    pub async fn query_dedicated(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, Failure> {
         let attempt = async {
-            let mut c = self.client.get_multiplexed_async_connection().await?;
-            cmd.query_async::<Value>(&mut c).await
+            let pooled = self.idle.lock().expect("pool lock").pop();
+            let mut conn = match pooled {
+                Some(c) => c,
+                None => self.client.get_multiplexed_async_connection().await?,
+            };
+            let mut reply = cmd.query_async::<Value>(&mut conn).await;
+            if matches!(&reply, Err(e) if broken(e)) {
+                conn = self.client.get_multiplexed_async_connection().await?;
+                reply = cmd.query_async::<Value>(&mut conn).await;
+            }
+            if !matches!(&reply, Err(e) if broken(e)) {
+                let mut idle = self.idle.lock().expect("pool lock");
+                if idle.len() < IDLE_DEDICATED {
+                    idle.push(conn);
+                }
+            }
+            reply
         };
         match tokio::time::timeout(timeout, attempt).await {
-            Ok(reply) => reply.map_err(|e| e.to_string()),
-            Err(_) => Err(format!("timed out after {timeout:?}")),
+            Ok(reply) => reply.map_err(classify),
+            Err(_) => Err(Failure::Transient(format!("timed out after {timeout:?}"))),
         }
     }
 
     /// Run `cmd` with a deadline. A transport error drops the connection so
     /// the next call reconnects; a timeout keeps it (a paused server answers
     /// later, and the multiplexer matches replies in order).
-    pub async fn query(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, String> {
+    pub async fn query(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, Failure> {
         let attempt = async {
             let mut c = self.connection().await?;
             cmd.query_async::<Value>(&mut c).await
@@ -66,12 +119,33 @@ impl Node {
         match tokio::time::timeout(timeout, attempt).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
-                if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+                if broken(&e) {
                     *self.conn.lock().await = None;
                 }
-                Err(e.to_string())
+                Err(classify(e))
             }
-            Err(_) => Err(format!("timed out after {timeout:?}")),
+            Err(_) => Err(Failure::Transient(format!("timed out after {timeout:?}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_errors() {
+        let e = |kind, text: &'static str| RedisError::from((kind, text));
+        assert!(is_deterministic(&e(
+            ErrorKind::ResponseError,
+            "ttl-ms is above the maximum (1000)"
+        )));
+        assert!(is_deterministic(&e(ErrorKind::AuthenticationFailed, "x")));
+        assert!(!is_deterministic(&e(
+            ErrorKind::ResponseError,
+            "max number of clients reached"
+        )));
+        assert!(!is_deterministic(&e(ErrorKind::TryAgain, "guard")));
+        assert!(!is_deterministic(&e(ErrorKind::IoError, "reset")));
     }
 }

@@ -4,6 +4,7 @@
 use crate::error::NodeFailure;
 use std::time::Duration;
 
+/// Nodes needed out of `nodes` (at least one, even for an empty list).
 pub fn majority(nodes: usize) -> usize {
     nodes / 2 + 1
 }
@@ -27,29 +28,42 @@ pub enum Answer {
     Gone,
     /// Error, timeout or retry-later: counts as not granted.
     Failed(String),
+    /// The server refused the request for good (see [`crate::Error::Rejected`]).
+    Rejected(String),
 }
 
+/// The answers of one round so far.
 #[derive(Debug, Default, Clone)]
 pub struct Tally {
     nodes: usize,
+    /// Nodes that said yes, with their token (acquire) or 0.
     pub yes: Vec<(usize, u64)>,
+    /// Nodes held by another owner.
     pub busy: usize,
+    /// Nodes where the lock is not held.
     pub gone: usize,
+    /// Nodes that failed, with the cause.
     pub failures: Vec<(usize, String)>,
+    /// Nodes that refused for good, with the server's message.
+    pub rejected: Vec<(usize, String)>,
 }
 
 /// How a round ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// A majority said yes.
     Quorum,
     /// Enough nodes are held by someone else (or no longer hold it) that no
     /// majority is possible.
     Contended,
     /// Too many nodes failed to answer.
     Unreachable,
+    /// So many nodes refused for good that no majority is possible.
+    Rejected,
 }
 
 impl Tally {
+    /// An empty tally for a round over `nodes` nodes.
     pub fn new(nodes: usize) -> Tally {
         Tally {
             nodes,
@@ -57,17 +71,19 @@ impl Tally {
         }
     }
 
+    /// Count one node's answer.
     pub fn add(&mut self, node: usize, answer: Answer) {
         match answer {
             Answer::Yes(token) => self.yes.push((node, token)),
             Answer::Busy => self.busy += 1,
             Answer::Gone => self.gone += 1,
             Answer::Failed(cause) => self.failures.push((node, cause)),
+            Answer::Rejected(message) => self.rejected.push((node, message)),
         }
     }
 
     fn answered(&self) -> usize {
-        self.yes.len() + self.busy + self.gone + self.failures.len()
+        self.yes.len() + self.busy + self.gone + self.failures.len() + self.rejected.len()
     }
 
     /// The verdict as soon as it is certain (before every node answered).
@@ -82,9 +98,12 @@ impl Tally {
 
     /// The verdict once every node answered (or the round was cut short).
     pub fn final_verdict(&self) -> Verdict {
-        if self.yes.len() >= majority(self.nodes) {
+        let spare = self.nodes.saturating_sub(majority(self.nodes));
+        if self.nodes > 0 && self.yes.len() >= majority(self.nodes) {
             Verdict::Quorum
-        } else if self.failures.len() > self.nodes - majority(self.nodes) {
+        } else if self.rejected.len() > spare {
+            Verdict::Rejected // refusals alone make a majority impossible: don't retry
+        } else if self.failures.len() + self.rejected.len() > spare || self.nodes == 0 {
             Verdict::Unreachable // errors alone make a majority impossible
         } else {
             Verdict::Contended
@@ -96,9 +115,11 @@ impl Tally {
         self.yes.iter().map(|&(_, t)| t).max().unwrap_or(0)
     }
 
+    /// The failed and refusing nodes, by name.
     pub fn failures(&self, names: &[String]) -> Vec<NodeFailure> {
         self.failures
             .iter()
+            .chain(&self.rejected)
             .map(|(i, cause)| NodeFailure {
                 node: names[*i].clone(),
                 cause: cause.clone(),
@@ -158,6 +179,27 @@ mod tests {
         assert_eq!(t.early(), Some(Verdict::Unreachable));
         let names: Vec<String> = (0..5).map(|i| format!("n{i}")).collect();
         assert_eq!(t.failures(&names)[0].node, "n1");
+    }
+
+    #[test]
+    fn refusals_that_make_a_majority_impossible_are_final() {
+        let mut t = Tally::new(3);
+        t.add(0, Answer::Rejected("ERR ttl".into()));
+        assert_eq!(t.early(), None);
+        t.add(1, Answer::Rejected("ERR ttl".into()));
+        assert_eq!(t.early(), Some(Verdict::Rejected));
+        // One refusal and one outage: the outage may pass, so it is no quorum.
+        let mut t = Tally::new(3);
+        t.add(0, Answer::Rejected("NOPERM".into()));
+        t.add(1, Answer::Failed("timed out".into()));
+        assert_eq!(t.early(), Some(Verdict::Unreachable));
+        let names: Vec<String> = (0..3).map(|i| format!("n{i}")).collect();
+        assert_eq!(t.failures(&names).len(), 2);
+    }
+
+    #[test]
+    fn no_nodes_is_never_taken() {
+        assert_eq!(Tally::new(0).final_verdict(), Verdict::Unreachable);
     }
 
     #[test]

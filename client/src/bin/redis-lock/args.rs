@@ -1,0 +1,139 @@
+//! The command line, and how a bad one is reported.
+
+use crate::exit;
+use clap::error::ErrorKind;
+use clap::{Parser, Subcommand};
+use redis_lock_client::duration;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "redis-lock",
+    version,
+    about = "Run a command while holding a distributed lock on Redis servers with the redis-lock module",
+    after_help = "Exit codes: see `redis-lock run --help`; `status` exits 69 when a majority \
+                  of the servers cannot be reached; 64 bad command line; 78 bad settings."
+)]
+pub struct Cli {
+    /// Server URLs, comma separated: redis://user:pass@host:port/db (user, password and
+    /// db optional; rediss:// for TLS).
+    /// Each server once: two URLs reaching the same server are refused.
+    #[arg(
+        long,
+        env = "REDIS_LOCK_SERVERS",
+        default_value = "redis://127.0.0.1:7379/",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub servers: Vec<String>,
+    /// More diagnostics on stderr.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// The `run` subcommand's arguments.
+#[derive(clap::Args)]
+#[command(after_help = exit::TABLE)]
+pub struct Run {
+    /// Lock TTL; renewed every third of it (500ms, 10s, 2m, 1h).
+    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    pub ttl: Duration,
+    /// How long to wait while another owner holds the lock (a deadline: it
+    /// keeps trying until then).
+    #[arg(long, default_value = "0s", value_parser = duration::parse)]
+    pub wait: Duration,
+    /// After a lost lock: time between SIGTERM and SIGKILL to the command.
+    #[arg(long, default_value = "5s", value_parser = duration::parse)]
+    pub grace: Duration,
+    /// Exit code when the lock stays held by another owner past --wait
+    /// (like flock -E), to tell it from the command's own codes.
+    #[arg(long, default_value_t = exit::CONFLICT, value_name = "N")]
+    pub conflict_exit_code: u8,
+    /// Owner value to hold the lock as (default: 128 random bits); lets an
+    /// operator release it by hand with `redis-lock release NAME --owner OWNER`.
+    /// Must be unique per holder.
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// Name of the lock (the key on every server).
+    pub name: String,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Acquire NAME, run CMD with REDIS_LOCK_NAME/TOKEN/OWNER set, renew while it runs, release when it exits.
+    Run(Run),
+    /// Show the lock on every server and the quorum's verdict (held by OWNER on k of N / free / unknown).
+    Status {
+        /// Name of the lock.
+        name: String,
+    },
+    /// Release NAME held by OWNER on every server (operators).
+    Release {
+        /// Name of the lock.
+        name: String,
+        /// The owner to release it for (as shown by `run` and `status`).
+        #[arg(long)]
+        owner: String,
+    },
+}
+
+/// Whether a failed `run` command line probably lacks the `--` before CMD.
+pub fn forgot_dashdash(args: &[String]) -> bool {
+    args.iter().skip(1).any(|a| a == "run") && !args.iter().any(|a| a == "--")
+}
+
+/// Parse the command line; a bad one exits with [`exit::USAGE`] (help and
+/// version exit 0), with a hint when `--` is missing.
+pub fn parse() -> Result<Cli, ExitCode> {
+    let args: Vec<String> = std::env::args().collect();
+    Cli::try_parse_from(&args).map_err(|e| {
+        let _ = e.print();
+        match e.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+            _ => {
+                if forgot_dashdash(&args) {
+                    eprintln!("hint: did you forget -- before the command?");
+                }
+                ExitCode::from(exit::USAGE)
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn dashdash_hint() {
+        assert!(forgot_dashdash(&words("redis-lock run job echo hi")));
+        assert!(!forgot_dashdash(&words("redis-lock run job -- echo hi")));
+        assert!(!forgot_dashdash(&words("redis-lock status job")));
+    }
+
+    #[test]
+    fn every_argument_has_help() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        for sub in cli.get_subcommands() {
+            for arg in sub.get_arguments() {
+                assert!(
+                    arg.get_help().is_some(),
+                    "{} {}",
+                    sub.get_name(),
+                    arg.get_id()
+                );
+            }
+        }
+    }
+}

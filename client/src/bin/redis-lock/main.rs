@@ -1,0 +1,185 @@
+//! `redis-lock`: run a command while holding a quorum lock; inspect and
+//! release locks.
+
+mod args;
+mod child;
+mod exit;
+mod signals;
+
+use args::{Cmd, Run};
+use redis_lock_client::{
+    quorum_state, random_owner, AutoLock, Builder, LockOptions, Locker, QuorumState,
+};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use tokio::process::Child;
+
+fn main() -> ExitCode {
+    let cli = match args::parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    let ttl = match &cli.command {
+        Cmd::Run(run) => run.ttl,
+        _ => Duration::from_secs(10),
+    };
+    let locker = match Builder::new(&cli.servers).ttl(ttl).build() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("redis-lock: {e}");
+            return ExitCode::from(exit::CONFIG);
+        }
+    };
+    // One thread: the command is forked from the main thread, which lives
+    // as long as the CLI (see child::spawn on PR_SET_PDEATHSIG).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async {
+        match cli.command {
+            Cmd::Run(run) => run_command(&locker, run, cli.verbose).await,
+            Cmd::Status { name } => status(&locker, &name).await,
+            Cmd::Release { name, owner } => release(&locker, &name, &owner).await,
+        }
+    })
+}
+
+async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
+    let mut signals = match signals::catch() {
+        Ok(rx) => rx,
+        Err(e) => {
+            eprintln!("redis-lock: cannot install signal handlers: {e}");
+            return ExitCode::from(exit::UNAVAILABLE);
+        }
+    };
+    let name = run.name.as_str();
+    let owner = run.owner.clone().unwrap_or_else(random_owner);
+    let opts = LockOptions::new()
+        .ttl(run.ttl)
+        .wait(run.wait)
+        .owner(owner.clone());
+    let started = Instant::now();
+    let acquired = tokio::select! {
+        r = locker.acquire_auto(name, &opts) => r,
+        Some(sig) = signals.recv() => {
+            // Interrupted while waiting: a grant may have landed already.
+            let _ = locker.force_release(name, &owner).await;
+            eprintln!("redis-lock: got signal {} while waiting for {name:?}; gave up", sig.signal);
+            return ExitCode::from(128u8.wrapping_add(sig.signal as u8));
+        }
+    };
+    let mut guard = match acquired {
+        Ok(g) => g,
+        Err(e) => {
+            let code = exit::for_error(&e, run.conflict_exit_code);
+            let waited = started.elapsed();
+            eprintln!("redis-lock: lock {name:?} not acquired after waiting {waited:.1?}: {e}");
+            return ExitCode::from(code);
+        }
+    };
+    eprintln!(
+        "redis-lock: acquired {name:?} token {} owner {}",
+        guard.token(),
+        guard.owner()
+    );
+    let env = [
+        ("REDIS_LOCK_NAME", name.to_string()),
+        ("REDIS_LOCK_TOKEN", guard.token().to_string()),
+        ("REDIS_LOCK_OWNER", guard.owner().to_string()),
+    ];
+    let mut child = match child::spawn(&run.command, &env) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("redis-lock: cannot start {:?}: {e}", run.command[0]);
+            let _ = guard.unlock().await;
+            return ExitCode::from(exit::of_spawn_error(&e));
+        }
+    };
+    let pid = child.id().expect("a just-spawned child has a pid");
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            _ = guard.lost() => {
+                eprintln!("redis-lock: lock {name:?} lost; stopping the command");
+                return stop_after_loss(&mut child, pid, run.grace, guard).await;
+            }
+            Some(sig) = signals.recv() => {
+                if sig.forward() {
+                    signals::send(pid, sig.signal);
+                }
+            }
+        }
+    };
+    if let Err(e) = guard.unlock().await {
+        if verbose {
+            eprintln!("redis-lock: release of {name:?}: {e}");
+        }
+    }
+    match status {
+        Ok(s) => ExitCode::from(exit::of_status(s)),
+        Err(e) => {
+            eprintln!("redis-lock: waiting for the command: {e}");
+            ExitCode::from(exit::NOT_EXECUTABLE)
+        }
+    }
+}
+
+async fn stop_after_loss(
+    child: &mut Child,
+    pid: u32,
+    grace: Duration,
+    guard: AutoLock,
+) -> ExitCode {
+    signals::send(pid, libc::SIGTERM);
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        let _ = child.kill().await;
+    }
+    drop(guard); // best-effort release of whatever is left
+    ExitCode::from(exit::LOST)
+}
+
+async fn status(locker: &Locker, name: &str) -> ExitCode {
+    let reports = locker.status(name).await;
+    for (node, st) in &reports {
+        match st {
+            Ok(Some(s)) => println!(
+                "{node}\towner={}\ttoken={}\tttl={}ms\tholds={}\twaiters={}",
+                String::from_utf8_lossy(&s.owner),
+                s.token,
+                s.ttl_ms,
+                s.holds,
+                s.waiters
+            ),
+            Ok(None) => println!("{node}\tfree"),
+            Err(e) => println!("{node}\terror: {e}"),
+        }
+    }
+    let verdict = quorum_state(&reports);
+    println!("quorum\t{verdict}");
+    match verdict {
+        QuorumState::Unreachable { .. } => ExitCode::from(exit::UNAVAILABLE),
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+async fn release(locker: &Locker, name: &str, owner: &str) -> ExitCode {
+    let mut released = 0;
+    for (node, r) in locker.force_release(name, owner).await {
+        let what = match r {
+            Ok(1) => {
+                released += 1;
+                "released".to_string()
+            }
+            Ok(0) => "held by another owner".to_string(),
+            Ok(_) => "not held".to_string(),
+            Err(e) => format!("error: {e}"),
+        };
+        println!("{node}\t{what}");
+    }
+    if released > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

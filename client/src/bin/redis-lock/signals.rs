@@ -1,0 +1,77 @@
+//! Signals the CLI catches and which of them it passes on to the command.
+//!
+//! The command stays in the CLI's process group (so it keeps the terminal
+//! and can read from it). A signal the kernel sent — a terminal's Ctrl-C,
+//! Ctrl-\ or hangup — went to the whole foreground process group, so the
+//! command already got it: forwarding it would deliver it twice. A signal a
+//! process sent to the CLI alone (`kill PID`, a supervisor) is forwarded once.
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::low_level::siginfo::Cause;
+use tokio::sync::mpsc;
+
+/// The signals `run` handles (everything else keeps its default action).
+pub const HANDLED: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+
+/// One delivered signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    pub signal: i32,
+    /// Sent by the kernel (the terminal), not by a process.
+    pub from_kernel: bool,
+}
+
+impl Delivered {
+    /// Whether the command needs it from us (see the module comment).
+    pub fn forward(&self) -> bool {
+        !self.from_kernel
+    }
+}
+
+/// Catch [`HANDLED`] from now on; deliveries arrive on the returned channel.
+pub fn catch() -> std::io::Result<mpsc::UnboundedReceiver<Delivered>> {
+    let mut signals = SignalsInfo::<WithOrigin>::new(HANDLED)?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for origin in signals.forever() {
+            let from_kernel = matches!(origin.cause, Cause::Kernel);
+            let delivered = Delivered {
+                signal: origin.signal,
+                from_kernel,
+            };
+            if tx.send(delivered).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// kill(2) on our own child.
+pub fn send(pid: u32, signal: i32) {
+    // SAFETY: plain kill(2); the pid is our child's, reaped only by us.
+    unsafe { libc::kill(pid as i32, signal) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_signals_are_not_forwarded_twice() {
+        for signal in HANDLED {
+            assert!(!Delivered {
+                signal,
+                from_kernel: true
+            }
+            .forward());
+            assert!(Delivered {
+                signal,
+                from_kernel: false
+            }
+            .forward());
+        }
+    }
+}

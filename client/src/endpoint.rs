@@ -1,0 +1,85 @@
+//! Which server a URL reaches, so the builder can refuse a server listed
+//! twice (`127.0.0.1:P` and `localhost:P` are one vote, not two).
+
+use redis::{ConnectionAddr, ConnectionInfo};
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// Where a URL connects: the resolved socket addresses (or, when the name
+/// does not resolve now, the lower-cased name), and the db.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Endpoint {
+    addrs: Vec<SocketAddr>,
+    name: String,
+    db: i64,
+}
+
+impl Endpoint {
+    pub(crate) fn of(info: &ConnectionInfo) -> Endpoint {
+        let (name, addrs) = match &info.addr {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let addrs = (host, *port)
+                    .to_socket_addrs()
+                    .map(|a| a.collect())
+                    .unwrap_or_default();
+                (format!("{}:{port}", host.to_ascii_lowercase()), addrs)
+            }
+            other => (other.to_string(), Vec::new()),
+        };
+        Endpoint {
+            addrs,
+            name,
+            db: info.redis.db,
+        }
+    }
+
+    /// Same db, and either a shared resolved address or the same name.
+    pub(crate) fn same_server(&self, other: &Endpoint) -> bool {
+        self.db == other.db
+            && (self.name == other.name || self.addrs.iter().any(|a| other.addrs.contains(a)))
+    }
+}
+
+/// `host:port db N`, for messages (never the password).
+pub(crate) fn describe(info: &ConnectionInfo) -> String {
+    format!("{} db {}", info.addr, info.redis.db)
+}
+
+/// `host:port`, the name a node goes by in messages.
+pub(crate) fn node_name(info: &ConnectionInfo) -> String {
+    match &info.addr {
+        ConnectionAddr::Tcp(h, p)
+        | ConnectionAddr::TcpTls {
+            host: h, port: p, ..
+        } => {
+            format!("{h}:{p}")
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::IntoConnectionInfo;
+
+    fn ep(url: &str) -> Endpoint {
+        Endpoint::of(&url.into_connection_info().unwrap())
+    }
+
+    #[test]
+    fn names_and_addresses() {
+        assert!(ep("redis://127.0.0.1:1/").same_server(&ep("redis://localhost:1/")));
+        assert!(ep("redis://nowhere.invalid:1/").same_server(&ep("redis://NOWHERE.invalid:1")));
+        assert!(!ep("redis://nowhere.invalid:1/").same_server(&ep("redis://nowhere.invalid:2")));
+        assert!(!ep("redis://127.0.0.1:1/2").same_server(&ep("redis://127.0.0.1:1/3")));
+        assert_eq!(
+            describe(
+                &"redis://u:secret@127.0.0.1:5/3"
+                    .into_connection_info()
+                    .unwrap()
+            ),
+            "127.0.0.1:5 db 3"
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! The operators' view: `LOCK.STATUS` on every node and the quorum verdict
+//! drawn from it, and release by owner.
+
+use crate::locker::Locker;
+use crate::node::Failure;
+use crate::quorum::majority;
+use redis::Value;
+use tokio::task::JoinSet;
+
+/// What one node says about a lock (LOCK.STATUS).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// The holder's owner value.
+    pub owner: Vec<u8>,
+    /// The node's fencing token for this hold.
+    pub token: i64,
+    /// Milliseconds left.
+    pub ttl_ms: i64,
+    /// Reentrant hold count.
+    pub holds: i64,
+    /// Clients waiting in the server.
+    pub waiters: i64,
+}
+
+/// One node's answer to `LOCK.STATUS`: `Ok(None)` when free.
+pub type NodeReport = (String, Result<Option<NodeStatus>, String>);
+
+/// What a quorum of the nodes says about a lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuorumState {
+    /// `owner` holds it on `nodes` of `of` nodes, a majority.
+    Held {
+        /// The holder's owner value.
+        owner: Vec<u8>,
+        /// Nodes where it holds the lock.
+        nodes: usize,
+        /// All nodes.
+        of: usize,
+    },
+    /// Free on a majority of the nodes.
+    Free {
+        /// Nodes where it is free.
+        nodes: usize,
+        /// All nodes.
+        of: usize,
+    },
+    /// A majority answered but agrees on nothing (e.g. mid-acquisition).
+    Unknown,
+    /// Only `answered` of `of` nodes answered: less than a majority.
+    Unreachable {
+        /// Nodes that answered.
+        answered: usize,
+        /// All nodes.
+        of: usize,
+    },
+}
+
+impl std::fmt::Display for QuorumState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QuorumState::Held { owner, nodes, of } => write!(
+                f,
+                "held by {} on {nodes} of {of}",
+                String::from_utf8_lossy(owner)
+            ),
+            QuorumState::Free { nodes, of } => write!(f, "free on {nodes} of {of}"),
+            QuorumState::Unknown => write!(f, "unknown (no majority agrees)"),
+            QuorumState::Unreachable { answered, of } => {
+                write!(f, "unknown: only {answered} of {of} servers answered")
+            }
+        }
+    }
+}
+
+/// The verdict of the nodes' reports: an owner or "free" counts only with
+/// a majority of all nodes behind it.
+pub fn quorum_state(reports: &[NodeReport]) -> QuorumState {
+    let of = reports.len();
+    let need = majority(of);
+    let answers: Vec<&Option<NodeStatus>> = reports
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .collect();
+    if answers.len() < need {
+        return QuorumState::Unreachable {
+            answered: answers.len(),
+            of,
+        };
+    }
+    let free = answers.iter().filter(|a| a.is_none()).count();
+    if free >= need {
+        return QuorumState::Free { nodes: free, of };
+    }
+    for s in answers.iter().filter_map(|a| a.as_ref()) {
+        let nodes = answers
+            .iter()
+            .filter(|a| a.as_ref().is_some_and(|t| t.owner == s.owner))
+            .count();
+        if nodes >= need {
+            return QuorumState::Held {
+                owner: s.owner.clone(),
+                nodes,
+                of,
+            };
+        }
+    }
+    QuorumState::Unknown
+}
+
+fn text(e: Failure) -> String {
+    match e {
+        Failure::Transient(s) | Failure::Rejected(s) => s,
+    }
+}
+
+impl Locker {
+    /// `LOCK.STATUS` on every node in parallel (operators' view), in the
+    /// order of the URLs. See [`quorum_state`] for the verdict.
+    pub async fn status(&self, name: &str) -> Vec<NodeReport> {
+        let mut cmd = redis::cmd("LOCK.STATUS");
+        cmd.arg(name);
+        self.on_each(cmd, |r| r.and_then(parse_status)).await
+    }
+
+    /// Release a lock for a given owner on every node (operators): per node
+    /// 1 released, 0 held by another owner, -1 not held.
+    pub async fn force_release(
+        &self,
+        name: &str,
+        owner: &str,
+    ) -> Vec<(String, Result<i64, String>)> {
+        let mut cmd = redis::cmd("LOCK.RELEASE");
+        cmd.arg(name).arg(owner);
+        self.on_each(cmd, |r| match r? {
+            Value::Int(i) => Ok(i),
+            other => Err(format!("unexpected reply {other:?}")),
+        })
+        .await
+    }
+
+    /// Send `cmd` to every node in parallel; each reply through `parse`.
+    async fn on_each<T: Send + 'static>(
+        &self,
+        cmd: redis::Cmd,
+        parse: fn(Result<Value, String>) -> Result<T, String>,
+    ) -> Vec<(String, Result<T, String>)> {
+        let timeout = self.inner.config.node_timeout;
+        let cmd = std::sync::Arc::new(cmd);
+        let mut set = JoinSet::new();
+        for (i, node) in self.inner.nodes.iter().enumerate() {
+            let (node, cmd) = (node.clone(), cmd.clone());
+            set.spawn(async move { (i, parse(node.query(&cmd, timeout).await.map_err(text))) });
+        }
+        let mut out: Vec<Option<Result<T, String>>> =
+            self.inner.nodes.iter().map(|_| None).collect();
+        while let Some(Ok((i, r))) = set.join_next().await {
+            out[i] = Some(r);
+        }
+        self.inner
+            .names
+            .iter()
+            .cloned()
+            .zip(out)
+            .map(|(n, r)| (n, r.unwrap_or_else(|| Err("no answer".into()))))
+            .collect()
+    }
+}
+
+fn parse_status(v: Value) -> Result<Option<NodeStatus>, String> {
+    let pairs: Vec<(Value, Value)> = match v {
+        Value::Nil => return Ok(None),
+        Value::Map(m) => m,
+        Value::Array(items) => {
+            let mut it = items.into_iter();
+            std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect()
+        }
+        other => return Err(format!("unexpected reply {other:?}")),
+    };
+    let mut s = NodeStatus {
+        owner: Vec::new(),
+        token: 0,
+        ttl_ms: 0,
+        holds: 0,
+        waiters: 0,
+    };
+    for (k, v) in pairs {
+        match (k, v) {
+            (Value::BulkString(k), Value::BulkString(owner)) if k == b"owner" => s.owner = owner,
+            (Value::BulkString(k), Value::Int(i)) => match k.as_slice() {
+                b"token" => s.token = i,
+                b"ttl" => s.ttl_ms = i,
+                b"holds" => s.holds = i,
+                b"waiters" => s.waiters = i,
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    Ok(Some(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(owner: &str) -> Result<Option<NodeStatus>, String> {
+        Ok(Some(NodeStatus {
+            owner: owner.as_bytes().to_vec(),
+            token: 1,
+            ttl_ms: 1,
+            holds: 1,
+            waiters: 0,
+        }))
+    }
+
+    fn reports(r: Vec<Result<Option<NodeStatus>, String>>) -> Vec<NodeReport> {
+        r.into_iter()
+            .enumerate()
+            .map(|(i, r)| (format!("n{i}"), r))
+            .collect()
+    }
+
+    #[test]
+    fn verdicts() {
+        let down = || Err("refused".to_string());
+        let st = quorum_state(&reports(vec![held("a"), held("a"), Ok(None)]));
+        assert_eq!(st.to_string(), "held by a on 2 of 3");
+        let st = quorum_state(&reports(vec![Ok(None), Ok(None), held("a")]));
+        assert_eq!(st, QuorumState::Free { nodes: 2, of: 3 });
+        let st = quorum_state(&reports(vec![held("a"), held("b"), Ok(None)]));
+        assert_eq!(st, QuorumState::Unknown);
+        let st = quorum_state(&reports(vec![held("a"), down(), down()]));
+        assert_eq!(st, QuorumState::Unreachable { answered: 1, of: 3 });
+    }
+}

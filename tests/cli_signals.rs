@@ -1,0 +1,204 @@
+//! Issue #11, safety 2: the command never outlives the lock. SIGHUP is
+//! handled like SIGTERM, a SIGKILLed CLI takes its command with it
+//! (PR_SET_PDEATHSIG), and a terminal's Ctrl-C reaches the command once.
+//! Real servers, the real binary, a real pseudo-terminal.
+
+mod common;
+use common::*;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("redis-lock-sig-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill(2) on a process this test started.
+    unsafe { libc::kill(pid, sig) };
+}
+
+fn read_pid(file: &Path) -> i32 {
+    assert!(
+        eventually(Duration::from_secs(10), || std::fs::read_to_string(file)
+            .is_ok_and(|s| s.ends_with('\n'))),
+        "the command did not start"
+    );
+    std::fs::read_to_string(file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `redis-lock run job -- python3 COUNTER DIR`: the command writes its pid,
+/// appends a line per SIGINT/SIGHUP it gets, and exits 9 on SIGHUP or
+/// when DIR/stop appears.
+fn run_counter(nodes: &[Server], dir: &Path) -> Command {
+    let counter = r#"
+import os, signal, sys, time
+d = sys.argv[1]
+def note(sig, frame):
+    with open(os.path.join(d, "got"), "a") as f:
+        f.write("%d\n" % sig)
+    if sig == signal.SIGHUP:
+        sys.exit(9)
+signal.signal(signal.SIGINT, note)
+signal.signal(signal.SIGHUP, note)
+with open(os.path.join(d, "pid"), "w") as f:
+    f.write("%d\n" % os.getpid())
+while not os.path.exists(os.path.join(d, "stop")):
+    time.sleep(0.02)
+"#;
+    let mut c = Command::new(workspace_binary("redis-lock"));
+    c.env(
+        "REDIS_LOCK_SERVERS",
+        nodes.iter().map(Server::url).collect::<Vec<_>>().join(","),
+    )
+    .args(["run", "job", "--", "python3", "-c", counter])
+    .arg(dir)
+    .stderr(Stdio::null());
+    c
+}
+
+fn signals_seen(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("got"))
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// Give a second, duplicate signal time to arrive before counting.
+fn settle() {
+    std::thread::sleep(Duration::from_millis(500));
+}
+
+fn finish(mut cli: Child, dir: &Path) -> Option<i32> {
+    std::fs::write(dir.join("stop"), "").unwrap();
+    cli.wait().unwrap().code()
+}
+
+#[test]
+fn sighup_is_forwarded_and_the_lock_released_like_sigterm() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let dir = scratch("hup");
+    let cli = run_counter(&nodes, &dir).spawn().unwrap();
+    let child = read_pid(&dir.join("pid"));
+    kill(cli.id() as i32, libc::SIGHUP);
+    assert_eq!(finish(cli, &dir), Some(9), "the command's own exit code");
+    assert_eq!(signals_seen(&dir), vec![libc::SIGHUP.to_string()]);
+    assert!(!alive(child));
+    assert!(
+        nodes.iter().all(|n| status(&mut n.conn(), "job").is_none()),
+        "released"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_sigkilled_cli_takes_its_command_with_it() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let dir = scratch("kill");
+    let mut cli = run_counter(&nodes, &dir).spawn().unwrap();
+    let child = read_pid(&dir.join("pid"));
+    cli.kill().unwrap();
+    cli.wait().unwrap();
+    let gone = eventually(Duration::from_secs(5), || !alive(child));
+    if !gone {
+        kill(child, libc::SIGKILL);
+    }
+    assert!(
+        gone,
+        "the command outlived the killed CLI (nobody renews its lock)"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn sigint_from_a_process_is_forwarded_once() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let dir = scratch("int");
+    let cli = run_counter(&nodes, &dir).spawn().unwrap();
+    read_pid(&dir.join("pid"));
+    kill(cli.id() as i32, libc::SIGINT);
+    assert!(eventually(Duration::from_secs(5), || !signals_seen(&dir).is_empty()));
+    settle();
+    assert_eq!(finish(cli, &dir), Some(0));
+    assert_eq!(signals_seen(&dir), vec![libc::SIGINT.to_string()]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A pseudo-terminal: (master fd, slave path).
+fn open_pty() -> (i32, PathBuf) {
+    // SAFETY: plain libc calls; the name is copied out before any other pty call.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(master >= 0);
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let path = std::ffi::CStr::from_ptr(name.as_ptr()).to_str().unwrap();
+        (master, PathBuf::from(path))
+    }
+}
+
+#[test]
+fn ctrl_c_in_a_terminal_reaches_the_command_once() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let dir = scratch("tty");
+    let (master, slave) = open_pty();
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&slave)
+        .unwrap();
+    let mut cmd = run_counter(&nodes, &dir);
+    cmd.stdin(tty.try_clone().unwrap())
+        .stdout(tty.try_clone().unwrap());
+    // SAFETY: setsid and ioctl are async-signal-safe. The CLI becomes a
+    // session leader with the pty (its stdin) as controlling terminal, so
+    // it and the command form the terminal's foreground process group.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let cli = cmd.spawn().unwrap();
+    read_pid(&dir.join("pid"));
+    // Ctrl-C typed on the terminal: the line discipline sends SIGINT to the
+    // whole foreground process group.
+    // SAFETY: writing one byte to the pty master we opened.
+    assert_eq!(
+        unsafe { libc::write(master, b"\x03".as_ptr().cast(), 1) },
+        1
+    );
+    assert!(eventually(Duration::from_secs(5), || !signals_seen(&dir).is_empty()));
+    settle();
+    let code = finish(cli, &dir);
+    // SAFETY: closing the fd we opened.
+    unsafe { libc::close(master) };
+    assert_eq!(
+        signals_seen(&dir),
+        vec![libc::SIGINT.to_string()],
+        "one SIGINT, not the terminal's plus a forwarded one"
+    );
+    assert_eq!(code, Some(0));
+    assert!(
+        nodes.iter().all(|n| status(&mut n.conn(), "job").is_none()),
+        "released"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,146 @@
+//! Issue #11, safety 1 and errors 6: a server listed twice is refused, and
+//! a server's deterministic refusal is its own error, not retried, not an
+//! outage — in the crate and in the CLI's exit codes. Real servers.
+
+mod common;
+use common::*;
+use redis_lock_client::{Builder, Error, Locker};
+use std::process::Command;
+use std::time::Duration;
+
+fn locker(urls: &[String]) -> Locker {
+    Builder::new(urls)
+        .node_timeout(Duration::from_millis(200))
+        .retry_delay(Duration::from_millis(5), Duration::from_millis(10))
+        .build()
+        .unwrap()
+}
+
+/// `LOCK.ACQUIRE` calls this server has seen (INFO commandstats).
+fn acquire_calls(s: &Server) -> u64 {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut s.conn())
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_lock.acquire:calls="))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+fn cli(servers: &str, args: &[&str]) -> std::process::Output {
+    Command::new(workspace_binary("redis-lock"))
+        .env("REDIS_LOCK_SERVERS", servers)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_same_server_twice_is_a_config_error_naming_both() {
+    let live = Server::start();
+    let down = free_port(); // nobody listens: a majority needs both live URLs
+    let (a, b) = (
+        format!("redis://127.0.0.1:{}/", live.port),
+        format!("redis://localhost:{}/", live.port),
+    );
+    for twin in [a.clone(), b] {
+        let urls = [
+            a.clone(),
+            twin.clone(),
+            format!("redis://127.0.0.1:{down}/"),
+        ];
+        match Builder::new(&urls).build() {
+            Err(Error::Config(why)) => {
+                assert!(why.contains(&a) && why.contains(&twin), "{why}")
+            }
+            Err(other) => panic!("expected Config, got {other}"),
+            Ok(_) => panic!("{urls:?} accepted: one server would vote twice"),
+        }
+        // The CLI refuses before running anything.
+        let marker = std::env::temp_dir().join(format!("redis-lock-dup-{}", live.port));
+        let _ = std::fs::remove_file(&marker);
+        let out = cli(
+            &urls.join(","),
+            &["run", "job", "--", "touch", marker.to_str().unwrap()],
+        );
+        assert_eq!(out.status.code(), Some(78), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("same server"));
+        assert!(!marker.exists(), "the command must not run");
+    }
+    assert!(status(&mut live.conn(), "job").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ttl_above_the_servers_maximum_is_rejected_once_not_retried() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    for n in &nodes {
+        q(&mut n.conn(), "CONFIG SET lock.max-ttl-ms 1000").unwrap();
+    }
+    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let err = locker(&urls)
+        .acquire(
+            "big",
+            &redis_lock_client::LockOptions::new()
+                .ttl(Duration::from_secs(5))
+                .wait(Duration::from_secs(3)),
+        )
+        .await
+        .unwrap_err();
+    match &err {
+        Error::Rejected { message, .. } => assert!(message.contains("maximum"), "{err}"),
+        other => panic!("expected Rejected, got {other}"),
+    }
+    for n in &nodes {
+        assert_eq!(acquire_calls(n), 1, "one round, no retries");
+    }
+    let out = cli(
+        &urls.join(","),
+        &["run", "--ttl", "5s", "big", "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("maximum"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wrongtype_noperm_and_bad_passwords_are_rejected() {
+    let server = Server::start();
+    let mut c = server.conn();
+    q(&mut c, "SET plain-string x").unwrap();
+    q(
+        &mut c,
+        "ACL SETUSER limited on >pw ~* +@all -lock.acquire -lock.release",
+    )
+    .unwrap();
+    let port = server.port;
+    let cases = [
+        (server.url(), "plain-string", "WRONGTYPE"),
+        (
+            format!("redis://limited:pw@127.0.0.1:{port}/"),
+            "job",
+            "NOPERM",
+        ),
+        (
+            format!("redis://limited:nope@127.0.0.1:{port}/"),
+            "job",
+            "auth",
+        ),
+    ];
+    for (url, name, expect) in cases {
+        let err = locker(std::slice::from_ref(&url))
+            .lock(name, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        match &err {
+            Error::Rejected { message, .. } => assert!(
+                message.to_lowercase().contains(&expect.to_lowercase()),
+                "{url}: {err}"
+            ),
+            other => panic!("{url}: expected Rejected, got {other}"),
+        }
+        let out = cli(&url, &["run", "--wait", "2s", name, "--", "true"]);
+        assert_eq!(out.status.code(), Some(78), "{url}: {out:?}");
+    }
+    // Only the WRONGTYPE requests ran (ACL and AUTH refuse before): one
+    // round from the crate and one from the CLI, no retries.
+    assert_eq!(acquire_calls(&server), 2);
+}
