@@ -13,6 +13,7 @@ pub mod fencing;
 mod ffi;
 mod guard;
 pub mod lock;
+mod pause;
 mod reaper;
 mod stats;
 pub mod waiters;
@@ -137,6 +138,9 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     ) {
         guard::arm(config::restart_delay_ms());
     }
+    if !pause::probe_found() {
+        ctx.log_warning("redis-lock: this redis-server does not export areClientsPaused; hand-offs cannot wait out CLIENT PAUSE WRITE / FAILOVER");
+    }
     let ctx = ctx.ctx;
     // SAFETY: called once from RedisModule_OnLoad with a valid ctx; all
     // names and flag strings are NUL-terminated statics.
@@ -168,6 +172,11 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             dataver: 1,
         };
         api!(RedisModule_SubscribeToServerEvent)(ctx, flush, Some(blocking::on_flush));
+        let swapdb = raw::RedisModuleEvent {
+            id: raw::REDISMODULE_EVENT_SWAPDB,
+            dataver: 1,
+        };
+        api!(RedisModule_SubscribeToServerEvent)(ctx, swapdb, Some(blocking::on_swapdb));
         let role = raw::RedisModuleEvent {
             id: raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
             dataver: 1,
