@@ -89,7 +89,8 @@ unsafe extern "C" fn collect(
 }
 
 pub fn tick(ctx: Ctx) {
-    if ctx.is_loading() || ctx.is_replica() {
+    // During CLIENT PAUSE WRITE / FAILOVER a DEL must not propagate.
+    if ctx.is_loading() || ctx.is_replica() || crate::pause::writes_paused() {
         return;
     }
     let started = Instant::now();
