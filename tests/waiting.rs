@@ -441,6 +441,7 @@ fn waiters_that_leave_without_the_lock_give_their_memory_back() {
         after = used_memory(&mut c);
         after - before < 1 << 20
     });
+    eprintln!("used_memory {before} before, {after} after 10,000 waiters left");
     assert!(
         settled,
         "used_memory {before} before, {after} after 10,000 waiters left"
@@ -503,6 +504,7 @@ fn wait_timeouts_fire_on_time_not_on_the_hz_tick() {
         );
     }
     let total = started.elapsed();
+    eprintln!("10 x WAIT 20 at hz 10 took {total:?}");
     // On time: ~10 x 21 ms. On the hz tick it was ~10 x 100 ms.
     assert!(
         total < Duration::from_millis(600),
