@@ -7,7 +7,7 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench clean
+.PHONY: all deps build run test lint unit integration chaos bench clean memcheck
 
 all: build
 
@@ -64,6 +64,11 @@ CHAOS_SECONDS ?= 300
 CHAOS_WORKERS ?= 6
 chaos: build
 	REDIS_LOCK_MODULE=$(MODULE) ./target/release/redis-lock-chaos --seconds $(CHAOS_SECONDS) --workers $(CHAOS_WORKERS)
+
+# Blocked-client leaks: every way a WAIT client leaves, against a
+# redis-server under valgrind (needs valgrind; not part of `make test`).
+memcheck: build
+	MODULE=$(MODULE) scripts/memcheck.sh
 
 clean:
 	$(CARGO) clean
