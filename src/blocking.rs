@@ -196,10 +196,6 @@ pub fn settle(ctx: Ctx, name: RawString) {
         return;
     }
     let id = key_id(ctx, name);
-    if crate::pause::writes_paused() {
-        // Expiring or handing off would propagate during the pause.
-        return arm(ctx, id, PAUSE_RETRY_MS);
-    }
     let now = clock::now_ms();
     let mut key = Key::open(ctx, name, true);
     match key.slot() {
@@ -207,6 +203,11 @@ pub fn settle(ctx: Ctx, name: RawString) {
             let remaining = held.remaining(now);
             drop(key);
             return arm(ctx, id, remaining);
+        }
+        _ if crate::pause::writes_paused() => {
+            // Expiring or handing off would propagate during the pause.
+            drop(key);
+            return arm(ctx, id, PAUSE_RETRY_MS);
         }
         Slot::Lock(_) => {
             key.delete();
