@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make memcheck`: the ways a LOCK.ACQUIRE ... WAIT client can leave (timeout,
 # disconnect, CLIENT KILL, CLIENT UNBLOCK, hand-off, take-back of a grant
-# nobody received, SWAPDB, FLUSHALL) against one redis-server running under
-# valgrind, then a clean SHUTDOWN and a check of valgrind's leak report.
+# nobody received, SWAPDB, FLUSHALL, a hand-off deferred by CLIENT PAUSE)
+# against one redis-server running under valgrind, then a clean SHUTDOWN and
+# a check of valgrind's leak report.
 # Fails on any "definitely lost" block except one-off allocations made while
 # the module loads (RedisModule_OnLoad, e.g. the command-info version struct).
 # The integration tests are not used here: they kill servers with SIGKILL
@@ -10,17 +11,24 @@
 set -euo pipefail
 MODULE=${MODULE:-$(cd "$(dirname "$0")/.." && pwd)/target/release/libredis_lock.so}
 DIR=$(mktemp -d /tmp/redis-lock-memcheck.XXXXXX)
-PORT=""
-for p in $(shuf -i 20000-45000 -n 50); do
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then PORT=$p; break; fi
-done
-[ -n "$PORT" ] || { echo "no free port"; exit 1; }
 cli() { redis-cli -p "$PORT" "$@"; }
 # VALGRIND= (empty) runs the scenario alone, e.g. to debug the script.
 VALGRIND=${VALGRIND-valgrind --leak-check=full --log-file=$DIR/valgrind.log}
-$VALGRIND redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DIR" --save "" \
-  --appendonly no --loadmodule "$MODULE" >"$DIR/server.out" 2>&1 &
-SERVER=$!
+SERVER=""
+for p in $(shuf -i 20000-45000 -n 5); do # a port taken meanwhile: try another
+  (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue # someone listens
+  PORT=$p
+  $VALGRIND redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DIR" --save "" \
+    --appendonly no --loadmodule "$MODULE" >"$DIR/server.out" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 300); do
+    cli PING >/dev/null 2>&1 && break 2
+    kill -0 $SERVER 2>/dev/null || break
+    sleep 0.1
+  done
+  kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; SERVER=""
+done
+[ -n "$SERVER" ] || { echo "redis-server did not start:"; cat "$DIR/server.out"; exit 1; }
 PIDS=(); ROUND=0
 trap 'kill "${PIDS[@]}" 2>/dev/null; kill -CONT $SERVER 2>/dev/null; kill -TERM $SERVER 2>/dev/null || true' EXIT
 until_true() { # until_true <tries of 0.1 s> <command...>
@@ -39,7 +47,6 @@ park() { # park <n>: n background clients waiting on k without limit
   until_true 600 waiters_are "$1"
 }
 unpark() { kill "${PIDS[@]}" 2>/dev/null || true; wait "${PIDS[@]}" 2>/dev/null || true; }
-until_true 600 cli PING >/dev/null 2>&1
 cli LOCK.ACQUIRE k holder 600000 >/dev/null
 echo "timeouts";    for _ in $(seq 300); do echo 'LOCK.ACQUIRE k w 1000 WAIT 1'; done | cli >/dev/null
 echo "disconnects"; park 50; unpark
@@ -57,6 +64,8 @@ sleep 0.3; unpark; kill -CONT $SERVER; wait $REL || true
 echo "swapdb, flushall"; cli DEL k >/dev/null; cli LOCK.ACQUIRE k holder 600000 >/dev/null; park 5
 cli SWAPDB 0 1 >/dev/null; sleep 0.5; unpark
 cli LOCK.ACQUIRE k holder 600000 >/dev/null; park 5; cli FLUSHALL >/dev/null; sleep 0.5; unpark
+echo "write pause"; cli DEL k >/dev/null; cli LOCK.ACQUIRE k holder 200 >/dev/null; park 2
+cli CLIENT PAUSE 1000 WRITE >/dev/null; sleep 1.5; unpark
 cli SHUTDOWN NOSAVE >/dev/null 2>&1 || true
 for _ in $(seq 600); do kill -0 $SERVER 2>/dev/null || break; sleep 0.1; done
 trap - EXIT
