@@ -585,3 +585,47 @@ fn a_write_pause_defers_the_hand_off_and_the_server_survives() {
     let (ro, rt, ..) = status(&mut r, "k").expect("replica has the grant");
     assert_eq!((ro.as_slice(), rt), (&b"waiter"[..], token));
 }
+
+/// A grant whose client left is taken back on a timer; while writes are
+/// paused that take-back (a DEL, propagated) waits for the pause to end.
+#[test]
+fn a_take_back_during_a_write_pause_waits_for_its_end() {
+    let s = Server::with(&["--appendonly", "yes"], &[]);
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE k a 30000");
+    let gone = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "gone", "30000", "WAIT", "0"]);
+    wait_for_waiters(&mut c, "k", 1);
+    let next = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "next", "30000", "WAIT", "0"])
+        .with_timeout(Duration::from_secs(10));
+    wait_for_waiters(&mut c, "k", 2);
+    // In one event-loop pass (server stopped): the release hands the lock
+    // to `gone`, `gone` hangs up, and writes get paused. The take-back then
+    // runs while paused.
+    let mut release = Pending::connect(s.port);
+    let mut pause = Pending::connect(s.port);
+    q(&mut c, "PING").unwrap();
+    s.signal("STOP");
+    release.write(&["LOCK.RELEASE", "k", "a"]);
+    drop(gone);
+    pause.write(&["CLIENT", "PAUSE", "1000", "WRITE"]);
+    std::thread::sleep(Duration::from_millis(50));
+    let resumed = Instant::now();
+    s.signal("CONT");
+    assert_eq!(release.reply(), ":1");
+    assert_eq!(pause.reply(), "+OK");
+    assert!(
+        next.token().is_some(),
+        "the lock reaches the next live waiter"
+    );
+    let waited = resumed.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900),
+        "after the pause: {waited:?}"
+    );
+    assert_eq!(
+        q(&mut c, "PING").unwrap(),
+        Value::SimpleString("PONG".into())
+    );
+    assert_eq!(owner(&mut c, "k").as_deref(), Some("next"));
+    assert_eq!(info_field(&mut c, "lock", "lock_handoffs"), "2");
+}
