@@ -125,7 +125,7 @@ fn deadline_timer() -> MutexGuard<'static, Option<(u64, Millis)>> {
     DEADLINE_TIMER.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Make sure the deadline timer fires no later than `at`.
+/// Make sure the deadline timer fires as soon as the clock is past `at`.
 fn arm_deadline(ctx: Ctx, at: Millis) {
     let context = Context::new(ctx.0);
     let mut slot = deadline_timer();
@@ -138,7 +138,8 @@ fn arm_deadline(ctx: Ctx, at: Millis) {
         }
         None => {}
     }
-    let delay = at.saturating_sub(clock::now_ms());
+    // Due once the clock is past `at` (see `Queues::expire_due`).
+    let delay = (at + 1).saturating_sub(clock::now_ms());
     let timer = context.create_timer(Duration::from_millis(delay), on_deadline, ());
     *slot = Some((timer, at));
 }
@@ -146,9 +147,9 @@ fn arm_deadline(ctx: Ctx, at: Millis) {
 /// Time out every waiter whose WAIT deadline has come, then re-arm for the
 /// next one.
 fn on_deadline(context: &Context, (): ()) {
-    *deadline_timer() = None;
     let ctx = Ctx(context.ctx);
     let _ = std::panic::catch_unwind(|| {
+        *deadline_timer() = None;
         let due = queues().expire_due(clock::now_ms());
         for (id, w) in due {
             stats::wait_timed_out();
@@ -156,8 +157,7 @@ fn on_deadline(context: &Context, (): ()) {
         }
         let next = queues().next_deadline();
         if let Some(at) = next {
-            // Never a 0 ms loop when the timer fired a hair early.
-            arm_deadline(ctx, at.max(clock::now_ms() + 1));
+            arm_deadline(ctx, at); // not yet passed, so at least 1 ms away
         }
     });
 }
@@ -174,9 +174,11 @@ fn arm(ctx: Ctx, id: KeyId, delay: Millis) {
 }
 
 fn on_timer(context: &Context, id: KeyId) {
-    queues().set_timer(&id, None);
     let ctx = Ctx(context.ctx);
-    let _ = std::panic::catch_unwind(|| settle_at(ctx, &id));
+    let _ = std::panic::catch_unwind(|| {
+        queues().set_timer(&id, None);
+        settle_at(ctx, &id);
+    });
 }
 
 /// Settle a key given by db + name (timers, events).
@@ -337,6 +339,8 @@ unsafe extern "C" fn free_grant(ctx: RawCtx, privdata: *mut c_void) {
     if privdata.is_null() {
         return;
     }
+    // SAFETY: non-null privdata is always a Box<Grant> from `unblock`, and
+    // Redis calls this exactly once per unblocked handle.
     let grant = Box::from_raw(privdata.cast::<Grant>());
     if let (false, Outcome::Token(token)) = (grant.delivered, &grant.outcome) {
         let undelivered = (grant.db, grant.key.clone(), grant.owner.clone(), *token);

@@ -100,12 +100,13 @@ impl<H: Copy + Eq + Hash> Queues<H> {
         self.deadlines.first_key_value().map(|(&(at, _), _)| at)
     }
 
-    /// Take out every waiter whose deadline is at or before `now`, earliest
-    /// first.
+    /// Take out every waiter whose deadline has passed (is before `now`:
+    /// with millisecond clocks, a WAIT of `t` ms then never ends before `t`
+    /// ms have passed), earliest first.
     pub fn expire_due(&mut self, now: Millis) -> Vec<(KeyId, Waiter<H>)> {
         let mut due = Vec::new();
         while let Some((&(at, _), &handle)) = self.deadlines.first_key_value() {
-            if at > now {
+            if at >= now {
                 break;
             }
             match self.remove(handle) {
@@ -196,8 +197,8 @@ mod tests {
         q.push(key("a"), waiter(3)); // waits forever
         q.push(key("a"), waiter_until(4, 20));
         assert_eq!(q.next_deadline(), Some(20));
-        assert!(q.expire_due(19).is_empty());
-        let due: Vec<u32> = q.expire_due(20).iter().map(|(_, w)| w.handle).collect();
+        assert!(q.expire_due(20).is_empty(), "due only once passed");
+        let due: Vec<u32> = q.expire_due(21).iter().map(|(_, w)| w.handle).collect();
         assert_eq!(due, vec![2, 4], "same deadline: arrival order");
         assert_eq!(q.next_deadline(), Some(50));
         assert_eq!(q.waiting(&key("b")), 0);
