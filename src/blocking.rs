@@ -317,6 +317,10 @@ extern "C" fn on_timeout(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_
 /// ERROR): it leaves the queue, and its handle is given back to Redis. A
 /// client no longer queued was unblocked by us already; if that was a
 /// grant, `free_grant` sees it undelivered and takes the lock back.
+/// Known gap (Redis 7.0 core): `CLIENT UNBLOCK id TIMEOUT` in the very
+/// event-loop pass that hands the lock to `id` skips `on_timeout` for the
+/// already-unblocked handle and lands here; the grant is taken back, but
+/// that client gets no reply, and nothing here can tell it from ERROR.
 unsafe extern "C" fn on_disconnect(_ctx: RawCtx, bc: *mut raw::RedisModuleBlockedClient) {
     let _ = std::panic::catch_unwind(|| {
         if queues().remove(bc as usize).is_some() {
