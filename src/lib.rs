@@ -241,9 +241,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             }
         }
         api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(info::info));
-        let events: [(u64, ServerEventHandler); 4] = [
+        let events: [(u64, ServerEventHandler); 5] = [
             (raw::REDISMODULE_EVENT_CRON_LOOP, reaper::on_cron),
             (raw::REDISMODULE_EVENT_FLUSHDB, blocking::on_flush),
+            (raw::REDISMODULE_EVENT_SWAPDB, blocking::on_swapdb),
             (
                 raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
                 on_role_change,

@@ -4,6 +4,10 @@
 //!
 //! Every waiter costs O(1) memory; pushing, popping the head, and removing
 //! any waiter (timeout, disconnect) are O(log n) in its key's queue.
+//!
+//! WAIT deadlines are kept here too, ordered across all keys, so that the
+//! glue needs only one timer (for the earliest deadline) to time waiters
+//! out promptly instead of on the server's `hz` tick.
 
 use crate::lock::Millis;
 use std::collections::{BTreeMap, HashMap};
@@ -17,6 +21,8 @@ pub struct Waiter<H> {
     pub handle: H,
     pub owner: Box<[u8]>,
     pub ttl: Millis,
+    /// When the WAIT gives up (`clock::now_ms` scale); None waits forever.
+    pub deadline: Option<Millis>,
 }
 
 #[derive(Debug)]
@@ -31,6 +37,8 @@ struct Queue<H> {
 pub struct Queues<H> {
     by_key: HashMap<KeyId, Queue<H>>,
     by_handle: HashMap<H, (KeyId, u64)>,
+    /// (deadline, arrival sequence) -> waiter, for every waiter with a deadline.
+    deadlines: BTreeMap<(Millis, u64), H>,
     last_seq: u64,
 }
 
@@ -39,6 +47,7 @@ impl<H: Copy + Eq + Hash> Default for Queues<H> {
         Queues {
             by_key: HashMap::new(),
             by_handle: HashMap::new(),
+            deadlines: BTreeMap::new(),
             last_seq: 0,
         }
     }
@@ -50,6 +59,9 @@ impl<H: Copy + Eq + Hash> Queues<H> {
         self.last_seq += 1;
         self.by_handle
             .insert(waiter.handle, (key.clone(), self.last_seq));
+        if let Some(at) = waiter.deadline {
+            self.deadlines.insert((at, self.last_seq), waiter.handle);
+        }
         self.by_key
             .entry(key)
             .or_insert_with(|| Queue {
@@ -63,8 +75,11 @@ impl<H: Copy + Eq + Hash> Queues<H> {
     /// Take the head of `key`'s queue.
     pub fn pop_front(&mut self, key: &KeyId) -> Option<Waiter<H>> {
         let queue = self.by_key.get_mut(key)?;
-        let (_, waiter) = queue.waiters.pop_first()?;
+        let (seq, waiter) = queue.waiters.pop_first()?;
         self.by_handle.remove(&waiter.handle);
+        if let Some(at) = waiter.deadline {
+            self.deadlines.remove(&(at, seq));
+        }
         self.drop_if_idle(key);
         Some(waiter)
     }
@@ -73,8 +88,36 @@ impl<H: Copy + Eq + Hash> Queues<H> {
     pub fn remove(&mut self, handle: H) -> Option<(KeyId, Waiter<H>)> {
         let (key, seq) = self.by_handle.remove(&handle)?;
         let waiter = self.by_key.get_mut(&key)?.waiters.remove(&seq)?;
+        if let Some(at) = waiter.deadline {
+            self.deadlines.remove(&(at, seq));
+        }
         self.drop_if_idle(&key);
         Some((key, waiter))
+    }
+
+    /// The earliest WAIT deadline of any waiter.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.deadlines.first_key_value().map(|(&(at, _), _)| at)
+    }
+
+    /// Take out every waiter whose deadline has passed (is before `now`:
+    /// with millisecond clocks, a WAIT of `t` ms then never ends before `t`
+    /// ms have passed), earliest first.
+    pub fn expire_due(&mut self, now: Millis) -> Vec<(KeyId, Waiter<H>)> {
+        let mut due = Vec::new();
+        while let Some((&(at, _), &handle)) = self.deadlines.first_key_value() {
+            if at >= now {
+                break;
+            }
+            match self.remove(handle) {
+                Some(gone) => due.push(gone),
+                // Unreachable while the maps agree; never loop on a stale entry.
+                None => {
+                    self.deadlines.pop_first();
+                }
+            }
+        }
+        due
     }
 
     /// Forget a queue with no waiters and no pending timer.
@@ -135,7 +178,49 @@ mod tests {
             handle: h,
             owner: format!("o{h}").into_bytes().into(),
             ttl: 100,
+            deadline: None,
         }
+    }
+
+    fn waiter_until(h: u32, deadline: Millis) -> Waiter<u32> {
+        Waiter {
+            deadline: Some(deadline),
+            ..waiter(h)
+        }
+    }
+
+    #[test]
+    fn deadlines_expire_earliest_first_across_keys() {
+        let mut q = Queues::default();
+        q.push(key("a"), waiter_until(1, 50));
+        q.push(key("b"), waiter_until(2, 20));
+        q.push(key("a"), waiter(3)); // waits forever
+        q.push(key("a"), waiter_until(4, 20));
+        assert_eq!(q.next_deadline(), Some(20));
+        assert!(q.expire_due(20).is_empty(), "due only once passed");
+        let due: Vec<u32> = q.expire_due(21).iter().map(|(_, w)| w.handle).collect();
+        assert_eq!(due, vec![2, 4], "same deadline: arrival order");
+        assert_eq!(q.next_deadline(), Some(50));
+        assert_eq!(q.waiting(&key("b")), 0);
+        let due = q.expire_due(1000);
+        assert_eq!((due[0].0.clone(), due[0].1.handle), (key("a"), 1));
+        assert_eq!(q.next_deadline(), None);
+        assert_eq!(q.pop_front(&key("a")).unwrap().handle, 3);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_waiter_that_leaves_takes_its_deadline_along() {
+        let mut q = Queues::default();
+        q.push(key("a"), waiter_until(1, 10));
+        q.push(key("a"), waiter_until(2, 30));
+        q.push(key("a"), waiter_until(3, 20));
+        q.pop_front(&key("a")); // handed the lock
+        q.remove(3); // disconnected
+        assert_eq!(q.next_deadline(), Some(30));
+        let due: Vec<u32> = q.expire_due(100).iter().map(|(_, w)| w.handle).collect();
+        assert_eq!(due, vec![2], "never a waiter that already left");
+        assert_eq!(q.total(), 0);
     }
 
     #[test]
