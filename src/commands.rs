@@ -121,7 +121,7 @@ fn release(ctx: Ctx, argv: &[RawString]) {
     }
     let name = argv[1];
     let (rest, n) = rest(argv);
-    let owner = match args::release(&rest[..n], &limits(ctx)) {
+    let owner = match args::release(&rest[..n], &holder_limits(ctx)) {
         Ok(owner) => owner,
         Err(e) => return ctx.error(&e),
     };
@@ -154,7 +154,7 @@ fn release(ctx: Ctx, argv: &[RawString]) {
     blocking::settle(ctx, name);
 }
 
-/// The limits a request is checked against: the configured ones for a
+/// The limits a new grant is checked against: the configured ones for a
 /// client, the widest possible ones for what a primary (or the AOF) already
 /// decided, which is applied as decided even where limits are smaller.
 fn limits(ctx: Ctx) -> args::Limits {
@@ -162,6 +162,16 @@ fn limits(ctx: Ctx) -> args::Limits {
         args::Limits::CEILING
     } else {
         config::limits()
+    }
+}
+
+/// Release, extend and fence act on a lock that exists: its owner passed the
+/// limits when it was granted, so a smaller `lock.max-owner-len` set since
+/// must not lock the holder out of its own lock. The TTL limit still holds.
+fn holder_limits(ctx: Ctx) -> args::Limits {
+    args::Limits {
+        max_owner_len: args::OWNER_LEN_CEILING,
+        ..limits(ctx)
     }
 }
 
@@ -192,7 +202,7 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
     }
     let name = argv[1];
     let (rest, n) = rest(argv);
-    let (owner, ttl) = match args::extend(&rest[..n], &limits(ctx)) {
+    let (owner, ttl) = match args::extend(&rest[..n], &holder_limits(ctx)) {
         Ok(parsed) => parsed,
         Err(e) => return ctx.error(&e),
     };
@@ -229,7 +239,7 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
     }
     let name = argv[1];
     let (rest, n) = rest(argv);
-    let (owner, token) = match args::fence(&rest[..n], &limits(ctx)) {
+    let (owner, token) = match args::fence(&rest[..n], &holder_limits(ctx)) {
         Ok(parsed) => parsed,
         Err(e) => return ctx.error(&e),
     };
@@ -303,20 +313,22 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
     let [Some(token), Some(ttl), Some(holds)] = numbers else {
         return ctx.error("ERR LOCK.APPLY token, ttl-ms and holds must be non-negative integers");
     };
+    // What the primary decided, checked only against the widest bounds: a
+    // corrupt or forged AOF line must not create a lock that never expires,
+    // cannot be released, or exhausts the counter.
     let (owner, now) = (bytes(*owner), clock::now_ms());
-    TOKENS.observe(token);
+    let applied = match lock::from_stored(owner, token, ttl, holds, &args::Limits::CEILING, now) {
+        Ok(applied) => applied,
+        Err(why) => return ctx.error(&format!("ERR LOCK.APPLY refused: {why}")),
+    };
+    TOKENS.observe(applied.token);
     let mut key = Key::open(ctx, *name, true);
-    let holds = u32::try_from(holds).unwrap_or(u32::MAX).max(1);
     if let Slot::Lock(held) = key.slot() {
-        if &*held.owner == owner {
-            held.token = token;
-            held.deadline = now.saturating_add(ttl);
-            held.holds = holds;
+        if held.owner == applied.owner {
+            *held = applied;
             return ctx.reply_simple(c"OK");
         }
     }
-    let mut fresh = Lock::new(owner, token, ttl, now);
-    fresh.holds = holds;
-    key.set(fresh);
+    key.set(applied);
     ctx.reply_simple(c"OK");
 }

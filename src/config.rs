@@ -17,8 +17,7 @@ pub const DEFAULT_MAX_TTL_MS: i64 = 600_000;
 /// Room for a UUID plus host/thread ids, as Redisson-style owners use.
 pub const DEFAULT_MAX_OWNER_LEN: i64 = 256;
 /// `lock.restart-delay-ms -1`: as long as the longest TTL this server may
-/// grant (`lock.max-ttl-ms`, at least 60 s: see fencing.rs), unless the AOF
-/// is fsync'd on every write.
+/// grant (`lock.max-ttl-ms`), unless an always-fsync'd AOF was loaded.
 pub const RESTART_DELAY_AUTO: i64 = -1;
 
 /// One setting: its name (without the `lock.` prefix) and its range.
@@ -70,9 +69,8 @@ pub fn effective_restart_delay(configured: i64, max_ttl: i64, complete_persisten
     if complete_persistence {
         0
     } else if configured == RESTART_DELAY_AUTO {
-        // Long enough for every lock granted before to expire, and for the
-        // clock to pass every token handed out before (fencing.rs).
-        (max_ttl.max(0) as u64).max(crate::fencing::MIN_RESTART_GUARD_MS)
+        // Long enough for every lock granted before to expire.
+        max_ttl.max(0) as u64
     } else {
         configured.max(0) as u64
     }
@@ -115,9 +113,7 @@ pub fn parse_module_args(args: &[String]) -> Result<Vec<(usize, i64)>, String> {
             return Err(format!("module argument `{raw_name}` given more than once"));
         }
         let setting = &SETTINGS[index];
-        let value = raw_value
-            .parse::<i64>()
-            .ok()
+        let value = config_integer(raw_value)
             .filter(|v| (setting.min..=setting.max).contains(v))
             .ok_or_else(|| {
                 format!(
@@ -128,6 +124,16 @@ pub fn parse_module_args(args: &[String]) -> Result<Vec<(usize, i64)>, String> {
         out.push((index, value));
     }
     Ok(out)
+}
+
+/// An integer as `CONFIG SET` reads one (Redis's string2ll): an optional
+/// `-`, then digits without leading zeros; no `+`, no spaces.
+fn config_integer(raw: &str) -> Option<i64> {
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    canonical.then(|| raw.parse().ok()).flatten()
 }
 
 #[cfg(test)]
@@ -157,6 +163,9 @@ mod tests {
         assert!(err(&["max-ttl-ms", "0"]).contains("from 1 to"));
         assert!(err(&["max-owner-len", "99999999999"]).contains("`max-owner-len`"));
         assert!(err(&["max-ttl-ms", "5s"]).contains("`5s`"));
+        assert!(err(&["restart-delay-ms", "+5"]).contains("`+5`"));
+        assert!(err(&["restart-delay-ms", "05"]).contains("`05`"));
+        assert!(err(&["restart-delay-ms", " 5"]).contains("` 5`"));
         assert!(err(&["restart-delay-ms", "-2"]).contains("from -1"));
         assert!(err(&["max-ttl-ms", "5", "lock.max-ttl-ms", "6"]).contains("more than once"));
     }
@@ -165,11 +174,7 @@ mod tests {
     fn auto_restart_delay_is_the_longest_ttl_unless_persistence_is_complete() {
         assert_eq!(effective_restart_delay(-1, 600_000, false), 600_000);
         assert_eq!(effective_restart_delay(-1, 600_000, true), 0);
-        assert_eq!(
-            effective_restart_delay(-1, 1000, false),
-            60_000,
-            "never below the fence skew"
-        );
+        assert_eq!(effective_restart_delay(-1, 1000, false), 1000);
         assert_eq!(effective_restart_delay(1500, 600_000, false), 1500);
         assert_eq!(effective_restart_delay(0, 600_000, false), 0);
     }

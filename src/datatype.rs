@@ -82,14 +82,13 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
         let token = raw::load_unsigned(io).map_err(short)?;
         let remaining = raw::load_unsigned(io).map_err(short)?;
         let holds = raw::load_unsigned(io).map_err(short)?;
-        lock::from_stored(
-            owner.as_ref(),
-            token,
-            remaining,
-            holds,
-            &load_limits(io),
-            clock::now_ms(),
-        )
+        let now = clock::now_ms();
+        let (limits, client_restore) = load_rules(io);
+        let lock = lock::from_stored(owner.as_ref(), token, remaining, holds, &limits, now)?;
+        if client_restore {
+            restore_is_a_grant(&lock, now)?;
+        }
+        Ok(lock)
     };
     match std::panic::catch_unwind(read) {
         Ok(Ok(lock)) => {
@@ -104,20 +103,38 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
     }
 }
 
-/// A client's RESTORE on a primary obeys this server's limits, like a grant;
-/// an RDB being loaded, or anything on a replica, holds what a primary
-/// already decided and only has to fit the widest limits.
-fn load_limits(io: *mut raw::RedisModuleIO) -> Limits {
+/// A client's RESTORE on a primary obeys this server's limits, like a grant
+/// (and `restore_is_a_grant`); an RDB being loaded, or anything on a
+/// replica, holds what a primary already decided and only has to fit the
+/// widest limits. Returns the limits and whether this is a client's RESTORE.
+fn load_rules(io: *mut raw::RedisModuleIO) -> (Limits, bool) {
     // SAFETY: io is the live IO handle of this rdb_load call.
     let flags = unsafe {
         let ctx = crate::ffi::api!(RedisModule_GetContextFromIO)(io);
         crate::ffi::api!(RedisModule_GetContextFlags)(ctx) as u32
     };
     if flags & (raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_SLAVE) != 0 {
-        Limits::CEILING
+        (Limits::CEILING, false)
     } else {
-        crate::config::limits()
+        (crate::config::limits(), true)
     }
+}
+
+/// A client's RESTORE creates a lock, so it follows what a grant follows:
+/// not while the restart guard refuses new locks, a live TTL, and a token
+/// within the fencing rule (at most 60 s above the clock), so that no
+/// payload can push the counter out of reach of a restart (fencing.rs).
+fn restore_is_a_grant(lock: &Lock, now: lock::Millis) -> Result<(), &'static str> {
+    if crate::guard::remaining(now).is_some() {
+        return Err("the restart guard refuses new locks");
+    }
+    if lock.is_expired(now) {
+        return Err("ttl 0");
+    }
+    if lock.token > crate::fencing::fence_ceiling(crate::ffi::wall_micros()) {
+        return Err("token more than 60 s above the server's clock");
+    }
+    Ok(())
 }
 
 fn log_refusal(io: *mut raw::RedisModuleIO, why: &str) {

@@ -2,16 +2,17 @@
 //! strictly increasing, also across a restart that lost every byte of data.
 //!
 //! Tokens follow the wall clock: a grant gets `max(last + 1, now in µs)`,
-//! so every node's tokens sit near the (shared, NTP-synced) clock and a
-//! server that lost its counter starts near where it left off.
+//! so every node's tokens sit near the (shared, NTP-synced) clock.
 //!
-//! The rule that makes that safe, in one line: **no token handed out or
-//! accepted exceeds the server's clock + `FENCE_SKEW_US` (60 s), and after a
-//! load that may lack recent grants the server grants nothing for at least
-//! that long** (the restart guard: `lock.restart-delay-ms`, whose automatic
-//! value is never shorter). Before a crash at time t, every token was at most
-//! t + 60 s; the first grant after the restart comes at t' ≥ t + 60 s and
-//! gets a token ≥ t'. Assumes the clock does not go back across the restart.
+//! The rule that keeps them increasing across a restart that lost every
+//! byte of data, in one line: **no token handed out or accepted exceeds the
+//! server's clock + `FENCE_SKEW_US` (60 s), and a server starts counting at
+//! its clock + 60 s** (`start_seed`). Before a crash at time t every token
+//! was at most t + 60 s; after the restart at t' > t the first token is
+//! above t' + 60 s. Assumes the clock does not go back across the restart.
+//! Right after a start a node's tokens run up to 60 s ahead of its clock;
+//! other nodes accept them in `LOCK.FENCE` once their clocks have moved
+//! past the skew between them, which the restart guard's wait covers.
 //!
 //! - `LOCK.FENCE` (the quorum client's second round) raises a node to the
 //!   largest token of the majority, i.e. to another node's clock: the 60 s
@@ -76,9 +77,10 @@ pub fn fence_ceiling(unix_micros: u64) -> u64 {
     unix_micros.saturating_add(FENCE_SKEW_US).min(MAX_TOKEN)
 }
 
-/// The shortest restart guard that keeps tokens increasing across a load
-/// that may lack recent grants (see the rule above), in ms.
-pub const MIN_RESTART_GUARD_MS: u64 = FENCE_SKEW_US / 1000;
+/// Where a server starts counting at wall-clock `unix_micros` (see above).
+pub fn start_seed(unix_micros: u64) -> u64 {
+    fence_ceiling(unix_micros)
+}
 
 /// The error a grant gets once the counter is exhausted (never in practice:
 /// seeded from the clock it lasts until about the year 2255).
@@ -131,16 +133,17 @@ mod tests {
     }
 
     #[test]
-    fn after_the_guard_a_restarted_server_is_above_every_earlier_token() {
+    fn a_restarted_server_is_above_every_earlier_token() {
         let crash = 1_800_000_000_000_000u64; // µs, year 2027
         let before = TokenCounter::new();
-        before.next(crash - 10);
-        assert!(before.next(crash).unwrap() <= fence_ceiling(crash));
+        before.observe(start_seed(crash - 5_000_000));
+        before.next(crash).unwrap();
         before.observe(fence_ceiling(crash)); // fenced as high as allowed
-                                              // Restarted with nothing persisted; first grant after the guard.
+                                              // Restarted a millisecond later with nothing persisted.
         let after = TokenCounter::new();
-        let first_grant = crash + MIN_RESTART_GUARD_MS * 1000;
-        assert!(after.next(first_grant).unwrap() >= before.last());
+        let restart = crash + 1_000;
+        after.observe(start_seed(restart));
+        assert!(after.next(restart).unwrap() > before.last());
         assert!(fence_ceiling(u64::MAX) <= MAX_TOKEN);
     }
 }

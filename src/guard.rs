@@ -41,7 +41,7 @@ pub fn refusal(left: Millis) -> String {
 /// The log line that says what the guard does and why.
 pub fn describe(why: &str, delay: Millis, complete_persistence: bool) -> String {
     if complete_persistence {
-        format!("lock: {why}; restart guard off: appendonly yes + appendfsync always, the data holds every grant")
+        format!("lock: {why}; restart guard off: the AOF (appendfsync always, RDB preamble) holds every grant")
     } else if delay == 0 {
         format!(
             "lock: {why}; restart guard OFF (lock.restart-delay-ms 0) without an always-fsync'd AOF: \
@@ -50,15 +50,18 @@ pub fn describe(why: &str, delay: Millis, complete_persistence: bool) -> String 
     } else {
         format!(
             "lock: {why}; restart guard on: new locks refused (TRYAGAIN) for {delay} ms, since the data \
-             may lack recent grants (no appendfsync always); see lock.restart-delay-ms"
+             may lack recent grants (no AOF with appendfsync always was loaded); see lock.restart-delay-ms"
         )
     }
 }
 
-/// Whether the data this server loaded can be trusted to hold every grant:
-/// an AOF fsync'd on every write.
-pub fn persistence_is_complete(appendonly: &str, appendfsync: &str) -> bool {
-    appendonly.eq_ignore_ascii_case("yes") && appendfsync.eq_ignore_ascii_case("always")
+/// Whether an AOF this server loaded can be trusted to hold every grant and
+/// the token counter: fsync'd on every write, and rewritten with the RDB
+/// preamble (a plain rewrite keeps the locks but not the counter).
+pub fn persistence_is_complete(appendonly: &str, appendfsync: &str, preamble: &str) -> bool {
+    appendonly.eq_ignore_ascii_case("yes")
+        && appendfsync.eq_ignore_ascii_case("always")
+        && preamble.eq_ignore_ascii_case("yes")
 }
 
 #[cfg(test)]
@@ -79,8 +82,9 @@ mod tests {
 
     #[test]
     fn only_an_always_fsynced_aof_skips_the_guard() {
-        assert!(persistence_is_complete("yes", "always"));
-        assert!(!persistence_is_complete("yes", "everysec"));
-        assert!(!persistence_is_complete("no", "always"));
+        assert!(persistence_is_complete("yes", "always", "yes"));
+        assert!(!persistence_is_complete("yes", "everysec", "yes"));
+        assert!(!persistence_is_complete("no", "always", "yes"));
+        assert!(!persistence_is_complete("yes", "always", "no"));
     }
 }

@@ -26,6 +26,7 @@ use crate::ffi::{api, RawCtx};
 use datatype::LOCK_TYPE;
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use std::ffi::{c_int, CStr};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 // The Redis allocator makes lock memory visible to INFO/MEMORY; unit tests
 // run without a server, so they use the system allocator.
@@ -111,22 +112,41 @@ const COMMANDS: [CommandSpec; 6] = [
     },
 ];
 
-/// Arm the restart guard, and say so in the log. After a load, an AOF
-/// fsync'd on every write holds every grant (no guard needed); after a
-/// promotion it does not matter: replication is asynchronous, the replica
-/// may have missed the latest grants.
-fn arm_restart_guard(ctx: &Context, why: &str) {
-    let complete = why != PROMOTED
+/// Whether the data just loaded came from an AOF (set by the loading
+/// event; a server that started without files loaded nothing).
+static AOF_LOADED: AtomicBool = AtomicBool::new(false);
+
+/// Why the guard is armed: only data loaded from an always-fsync'd AOF
+/// (with the RDB preamble, which carries the token counter through
+/// rewrites) holds every grant. A start without files cannot tell a new
+/// disk from a wiped one, and a promoted replica may have missed the latest
+/// grants (replication is asynchronous).
+#[derive(Clone, Copy, PartialEq)]
+enum Armed {
+    Started,
+    Loaded,
+    Promoted,
+}
+
+/// Arm the restart guard, and say so in the log.
+fn arm_restart_guard(ctx: &Context, armed: Armed) {
+    let complete = armed == Armed::Loaded
+        && AOF_LOADED.load(Relaxed)
         && guard::persistence_is_complete(
             &registration::server_config(ctx, "appendonly"),
             &registration::server_config(ctx, "appendfsync"),
+            &registration::server_config(ctx, "aof-use-rdb-preamble"),
         );
+    let why = match armed {
+        Armed::Started => "module loaded",
+        Armed::Loaded if AOF_LOADED.load(Relaxed) => "AOF loaded",
+        Armed::Loaded => "data loaded",
+        Armed::Promoted => "promoted to primary",
+    };
     let delay = config::restart_delay_ms(complete);
     guard::arm(delay);
     ctx.log_notice(&guard::describe(why, delay, complete));
 }
-
-const PROMOTED: &str = "promoted to primary";
 
 /// Replica promoted to primary: it may have missed the latest grants.
 unsafe extern "C" fn on_role_change(
@@ -136,7 +156,7 @@ unsafe extern "C" fn on_role_change(
     _data: *mut std::ffi::c_void,
 ) {
     if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
-        let _ = std::panic::catch_unwind(|| arm_restart_guard(&Context::new(ctx), PROMOTED));
+        let _ = std::panic::catch_unwind(|| arm_restart_guard(&Context::new(ctx), Armed::Promoted));
     }
 }
 
@@ -148,8 +168,15 @@ unsafe extern "C" fn on_loading(
     subevent: u64,
     _data: *mut std::ffi::c_void,
 ) {
-    if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
-        let _ = std::panic::catch_unwind(|| arm_restart_guard(&Context::new(ctx), "data loaded"));
+    match subevent {
+        raw::REDISMODULE_SUBEVENT_LOADING_AOF_START => AOF_LOADED.store(true, Relaxed),
+        raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
+        | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => AOF_LOADED.store(false, Relaxed),
+        raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
+            let _ =
+                std::panic::catch_unwind(|| arm_restart_guard(&Context::new(ctx), Armed::Loaded));
+        }
+        _ => {}
     }
 }
 
@@ -210,9 +237,11 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     {
         return Status::Err;
     }
-    // Tokens follow the wall clock in microseconds; RDB/AOF loading raises
-    // the counter to whatever was persisted (see fencing.rs).
-    arm_restart_guard(ctx, "module loaded");
+    // Tokens follow the wall clock; a start is seeded 60 s ahead of it so
+    // that no token from before a crash can be handed out again, and loading
+    // raises the counter to whatever was persisted (see fencing.rs).
+    fencing::TOKENS.observe(fencing::start_seed(ffi::wall_micros()));
+    arm_restart_guard(ctx, Armed::Started);
     ffi::set_lock_type(datatype::raw_type());
     let raw_ctx = ctx.ctx;
     // SAFETY: called once from RedisModule_OnLoad with a valid ctx; all

@@ -150,14 +150,25 @@ fn stored_values_that_break_the_invariants_are_refused() {
     let (owner, token, ttl, holds, _) = status(&mut c, "good").unwrap();
     assert_eq!((owner.as_slice(), token, holds), (&b"bob"[..], 42, 2));
     assert!(ttl > 0 && ttl <= 5000);
-    // The largest token loads, and then the counter stops instead of wrapping.
-    restore(&mut c, "top", &lock_payload(&h, b"a", max, 5000, 1)).unwrap();
-    assert_eq!(status(&mut c, "top").unwrap().1 as u64, max);
-    assert!(err(&mut c, "LOCK.ACQUIRE next n 1000").contains("exhausted"));
-    assert_eq!(
-        info_field(&mut c, "lock", "lock_last_token"),
-        max.to_string()
-    );
+    // A client's RESTORE is a grant: its token obeys the fencing rule (at
+    // most 60 s above the clock), so no payload can push the counter out of
+    // reach of a restart; the largest token is refused, one near now is not.
+    assert!(restore(&mut c, "top", &lock_payload(&h, b"a", max, 5000, 1)).is_err());
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let hour_ahead = lock_payload(&h, b"a", now_us + 3_600_000_000, 5000, 1);
+    assert!(restore(&mut c, "top", &hour_ahead).is_err());
+    restore(
+        &mut c,
+        "top",
+        &lock_payload(&h, b"a", now_us + 10_000_000, 5000, 1),
+    )
+    .unwrap();
+    assert!(int(&mut c, "LOCK.ACQUIRE next n 1000") as u64 > now_us + 10_000_000);
+    // A TTL of 0 is not a lock.
+    assert!(restore(&mut c, "zero", &lock_payload(&h, b"a", 9, 0, 1)).is_err());
 }
 
 /// ≥ 10,000 mutated DUMP payloads with a valid CRC: every one is either
@@ -245,6 +256,8 @@ fn bad_loadmodule_arguments_stop_the_server_with_a_message() {
         (&["max-ttl-ms", "0"][..], "`max-ttl-ms`"),
         (&["max-owner-len", "99999999999"][..], "`max-owner-len`"),
         (&["restart-delay-ms", "soon"][..], "`restart-delay-ms`"),
+        (&["restart-delay-ms", "+5"][..], "`restart-delay-ms`"),
+        (&["max-ttl-ms", "05"][..], "`max-ttl-ms`"),
     ] {
         let log = refused_start(&server_binary(), args);
         assert!(log.contains(named), "{args:?}: log lacks {named}:\n{log}");
@@ -279,9 +292,10 @@ fn loadmodule_arguments_take_the_config_set_names() {
     assert!(err(&mut c, "CONFIG SET lock.restart-delay-ms -2").contains("between"));
 }
 
-/// Shipped defaults: without an always-fsync'd AOF, a fresh server refuses
-/// new locks for lock.max-ttl-ms and says why in its log; with one, it
-/// grants at once.
+/// Shipped defaults: a server that did not load an always-fsync'd AOF
+/// (a first start, a wiped disk, RDB only) refuses new locks for
+/// lock.max-ttl-ms and says why in its log; one that loaded such an AOF
+/// grants at once. RESTORE is refused like a grant meanwhile.
 #[test]
 fn the_default_restart_guard_is_safe_and_explained() {
     let s = Server::bare(&[], &[]);
@@ -293,9 +307,52 @@ fn the_default_restart_guard_is_safe_and_explained() {
         .unwrap();
     assert!(left > 590_000 && left <= 600_000, "guard {left} ms");
     assert!(s.log().contains("restart guard on"), "{}", s.log());
+    let h = {
+        let helper = Server::start();
+        let mut hc = helper.conn();
+        lock_header(&mut hc)
+    };
+    assert!(restore(&mut c, "r", &lock_payload(&h, b"m", 5, 5000, 1)).is_err());
 
-    let safe = Server::bare(&["--appendonly", "yes", "--appendfsync", "always"], &[]);
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut safe = Server::bare(&aof, &[]);
+    let mut c = safe.conn();
+    assert!(
+        err(&mut c, "LOCK.ACQUIRE k a 1000").contains("TryAgain"),
+        "first start: no AOF loaded"
+    );
+    safe.restart(); // now an AOF (empty) is loaded
     let mut c = safe.conn();
     assert!(int(&mut c, "LOCK.ACQUIRE k a 1000") > 0);
     assert!(safe.log().contains("restart guard off"));
+
+    // Without the RDB preamble a rewrite drops the token counter: guard on.
+    let plain = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-use-rdb-preamble",
+        "no",
+    ];
+    let mut no_preamble = Server::bare(&plain, &[]);
+    no_preamble.restart();
+    let mut c = no_preamble.conn();
+    assert!(err(&mut c, "LOCK.ACQUIRE k a 1000").contains("TryAgain"));
+}
+
+/// An RDB-only server switched to appendfsync always loads no AOF at its
+/// next start (Redis ignores the RDB then): the guard stays on.
+#[test]
+fn turning_the_aof_on_over_an_rdb_keeps_the_guard() {
+    let mut s = Server::with(&["--save", "3600 1"], &[]);
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE job alice 300000");
+    q(&mut c, "SAVE").unwrap();
+    s.restart_with(
+        &["--appendonly", "yes", "--appendfsync", "always"],
+        &["restart-delay-ms", "-1"],
+    );
+    let mut c = s.conn();
+    assert!(err(&mut c, "LOCK.ACQUIRE job bob 300000").contains("TryAgain"));
 }

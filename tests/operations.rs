@@ -4,7 +4,6 @@
 
 mod common;
 use common::*;
-use redis_lock_testkit::shim::ClockOffset;
 use std::time::{Duration, Instant};
 
 fn alive(c: &mut redis::Connection) -> bool {
@@ -140,17 +139,12 @@ fn the_restart_guard_counts_from_the_end_of_loading() {
     assert!(loaded.elapsed() < Duration::from_millis(1400));
 }
 
-/// Tokens follow the clock and never exceed it by more than 60 s; a server
-/// restarted without data grants nothing for at least 60 s (the automatic
-/// restart guard), so LOCK.FENCE cannot make tokens go backwards.
+/// Tokens follow the clock and never exceed it by more than 60 s, and a
+/// server starts counting 60 s ahead of its clock: LOCK.FENCE cannot make
+/// tokens go backwards across a restart without data, even with no guard.
 #[test]
 fn tokens_increase_across_a_restart_without_data_after_fence() {
-    let dir = std::env::temp_dir().join(format!("redis-lock-fence-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let clock = ClockOffset::new(&dir);
-    let env = clock.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let mut s = Server::with_env(&[], &[], &env);
+    let mut s = Server::with(&[], &[]); // restart-delay-ms 0: no guard to wait for
     let mut c = s.conn();
     int(&mut c, "LOCK.ACQUIRE f a 10000");
     let now_us = std::time::SystemTime::now()
@@ -159,32 +153,81 @@ fn tokens_increase_across_a_restart_without_data_after_fence() {
         .as_micros() as i64;
     let too_far = now_us + 120_000_000;
     assert!(err(&mut c, &format!("LOCK.FENCE f a {too_far}")).contains("above this server's clock"));
-    let ahead = now_us + 59_000_000; // as far as the server allows, nearly
-    assert_eq!(int(&mut c, &format!("LOCK.FENCE f a {ahead}")), ahead);
+    let ahead = now_us + 59_900_000; // as far as the server allows, nearly
+    let fenced = int(&mut c, &format!("LOCK.FENCE f a {ahead}"));
+    assert!(fenced >= ahead);
     assert_eq!(int(&mut c, "LOCK.RELEASE f a"), 1);
     let t = int(&mut c, "LOCK.ACQUIRE g b 10000");
-    assert!(t > ahead);
-    // kill -9, no persistence; the server comes back once its guard (>= 60 s)
-    // has passed: the shim moves its clock on by those 60 s.
-    clock.set(61);
-    s.restart();
+    assert!(t > fenced);
+    s.restart(); // kill -9, no persistence, granting again at once
     let mut c = s.conn();
     let after = int(&mut c, "LOCK.ACQUIRE h c 10000");
     assert!(after > t, "token went backwards: {after} after {t}");
     assert!(after < (1 << 53), "tokens stay exact in a double: {after}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The automatic guard is never shorter than the 60 s the token rule needs,
-/// even with a small lock.max-ttl-ms.
+/// Forged or corrupt LOCK.APPLY lines in the AOF are refused one by one:
+/// the server starts, and no lock that breaks the invariants exists.
 #[test]
-fn the_automatic_guard_covers_the_token_rule() {
-    let s = Server::bare(&[], &["max-ttl-ms", "1000"]);
+fn forged_apply_lines_in_the_aof_are_refused() {
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut s = Server::with(&aof, &[]);
     let mut c = s.conn();
-    let left: u64 = info_field(&mut c, "lock", "lock_restart_guard_ms_left")
+    int(&mut c, "LOCK.ACQUIRE good a 60000");
+    let incr = std::fs::read_dir(s.dir.join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .expect("an incr AOF file");
+    let resp = |words: &[&str]| -> String {
+        let mut out = format!("*{}\r\n", words.len());
+        for w in words {
+            out += &format!("${}\r\n{}\r\n", w.len(), w);
+        }
+        out
+    };
+    let forged = [
+        resp(&["LOCK.APPLY", "k1", "a", "18446744073709551615", "1000", "1"]),
+        resp(&["LOCK.APPLY", "k2", "", "5", "1000", "1"]),
+        resp(&["LOCK.APPLY", "k3", "a", "5", "9223372036854775807", "1"]),
+        resp(&["LOCK.APPLY", "k4", "a", "5", "1000", "0"]),
+    ]
+    .concat();
+    let mut text = std::fs::read(&incr).unwrap();
+    text.extend_from_slice(forged.as_bytes());
+    std::fs::write(&incr, text).unwrap();
+    s.restart();
+    let mut c = s.conn();
+    assert!(status(&mut c, "good").is_some());
+    for key in ["k1", "k2", "k3", "k4"] {
+        assert_eq!(
+            int(&mut c, &format!("EXISTS {key}")),
+            0,
+            "{key} was applied"
+        );
+    }
+    let last: u64 = info_field(&mut c, "lock", "lock_last_token")
         .parse()
         .unwrap();
-    assert!(left > 55_000 && left <= 60_000, "guard {left} ms");
+    assert!(last < 1 << 53);
+    // A rewrite and another restart still load.
+    q(&mut c, "BGREWRITEAOF").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    s.restart();
+    assert!(status(&mut s.conn(), "good").is_some());
+}
+
+/// A holder keeps its lock through a smaller lock.max-owner-len set since.
+#[test]
+fn a_smaller_owner_limit_does_not_lock_the_holder_out() {
+    let s = Server::with(&[], &[]);
+    let mut c = s.conn();
+    let owner = "owner-with-a-long-name-0123456789";
+    int(&mut c, &format!("LOCK.ACQUIRE job {owner} 60000"));
+    q(&mut c, "CONFIG SET lock.max-owner-len 8").unwrap();
+    assert_eq!(int(&mut c, &format!("LOCK.EXTEND job {owner} 60000")), 1);
+    assert_eq!(int(&mut c, &format!("LOCK.RELEASE job {owner}")), 1);
+    assert!(err(&mut c, &format!("LOCK.ACQUIRE job {owner} 60000")).contains("max-owner-len"));
 }
 
 #[test]
