@@ -19,7 +19,7 @@ for p in $(shuf -i 20000-45000 -n 5); do # a port taken meanwhile: try another
   (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue # someone listens
   PORT=$p
   $VALGRIND redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DIR" --save "" \
-    --appendonly no --loadmodule "$MODULE" >"$DIR/server.out" 2>&1 &
+    --appendonly no --loadmodule "$MODULE" restart-delay-ms 0 >"$DIR/server.out" 2>&1 &
   SERVER=$!
   for _ in $(seq 300); do
     cli PING >/dev/null 2>&1 && break 2

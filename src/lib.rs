@@ -3,28 +3,40 @@
 //! This file only registers things with Redis: the data type, configs,
 //! commands, events and the INFO section. The rules live in `lock.rs`.
 
-pub mod args;
-mod blocking;
-pub mod clock;
-mod commands;
-pub mod config;
-mod datatype;
-pub mod fencing;
-mod ffi;
-mod guard;
-mod info;
-pub mod lock;
-mod reaper;
-mod registration;
-mod stats;
-pub mod waiters;
+/// The lock rules: plain Rust, no Redis API, unit-tested without a server.
+/// Nothing here reaches into `glue`.
+pub mod rules {
+    pub mod args;
+    pub mod clock;
+    pub mod config;
+    pub mod fencing;
+    pub mod guard;
+    pub mod lock;
+    pub mod stats;
+    pub mod waiters;
 
-#[cfg(test)]
-mod model_tests;
+    #[cfg(test)]
+    mod model_tests;
+}
 
-use crate::ffi::{api, RawCtx};
-use datatype::LOCK_TYPE;
+/// The Redis glue, bottom up: `ffi` (the only raw API calls besides the
+/// data type's callbacks), then the data type, commands, waiting, expiry,
+/// INFO and registration. It calls into `rules` for every decision.
+mod glue {
+    pub mod blocking;
+    pub mod commands;
+    pub mod datatype;
+    pub mod ffi;
+    pub mod info;
+    pub mod reaper;
+    pub mod registration;
+}
+
+use glue::datatype::LOCK_TYPE;
+use glue::ffi::{self, api, RawCtx};
+use glue::{blocking, commands, datatype, info, reaper, registration};
 use redis_module::{raw, redis_module, Context, RedisString, Status};
+use rules::{config, fencing, guard};
 use std::ffi::{c_int, CStr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 

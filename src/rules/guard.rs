@@ -6,8 +6,8 @@
 //! holders can still release, extend and renew. A delay >= the longest TTL
 //! in use lets every lock granted before the restart expire first.
 
-use crate::clock;
-use crate::lock::Millis;
+use crate::rules::clock;
+use crate::rules::lock::Millis;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Monotonic deadline of the guard; 0 = off.

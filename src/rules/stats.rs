@@ -62,6 +62,6 @@ pub fn counters() -> [(&'static str, u64); 11] {
         ("waits", WAITS.load(Relaxed)),
         ("handoffs", HANDOFFS.load(Relaxed)),
         ("wait_timeouts", WAIT_TIMEOUTS.load(Relaxed)),
-        ("last_token", crate::fencing::TOKENS.last()),
+        ("last_token", crate::rules::fencing::TOKENS.last()),
     ]
 }

@@ -1,7 +1,7 @@
 //! The thin unsafe layer between Redis and the lock logic: argv access,
 //! replies, key handles and replication. Nothing here decides anything.
 
-use crate::lock::Lock;
+use crate::rules::lock::Lock;
 use redis_module::raw;
 use std::ffi::{c_char, c_int, c_longlong, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -56,7 +56,7 @@ pub fn writes_paused() -> bool {
 /// from the server's (Valkey loads modules with RTLD_DEEPBIND, so a clock
 /// shim preloaded into the server would not reach them).
 pub fn wall_micros() -> u64 {
-    server_unix_micros().unwrap_or_else(crate::clock::unix_micros)
+    server_unix_micros().unwrap_or_else(crate::rules::clock::unix_micros)
 }
 
 fn server_unix_micros() -> Option<u64> {
@@ -289,7 +289,7 @@ impl Key {
     /// Store a lock (replacing whatever was there) and return it in place.
     pub fn set(&mut self, lock: Lock) -> &mut Lock {
         let value = Box::into_raw(Box::new(lock));
-        crate::stats::lock_created();
+        crate::rules::stats::lock_created();
         // SAFETY: key opened for write; Redis owns the box from here and
         // gives it back to `datatype::free`.
         unsafe {

@@ -6,11 +6,11 @@
 //! gets at least the time it had left and a clock jump changes nothing. The
 //! token counter travels as aux data before the keyspace.
 
-use crate::args::Limits;
-use crate::clock;
-use crate::fencing::TOKENS;
-use crate::lock::{self, Lock};
-use crate::stats;
+use crate::rules::args::Limits;
+use crate::rules::clock;
+use crate::rules::fencing::TOKENS;
+use crate::rules::lock::{self, Lock};
+use crate::rules::stats;
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 use std::ffi::{c_char, c_int, c_longlong, c_void};
@@ -110,13 +110,13 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
 fn load_rules(io: *mut raw::RedisModuleIO) -> (Limits, bool) {
     // SAFETY: io is the live IO handle of this rdb_load call.
     let flags = unsafe {
-        let ctx = crate::ffi::api!(RedisModule_GetContextFromIO)(io);
-        crate::ffi::api!(RedisModule_GetContextFlags)(ctx) as u32
+        let ctx = crate::glue::ffi::api!(RedisModule_GetContextFromIO)(io);
+        crate::glue::ffi::api!(RedisModule_GetContextFlags)(ctx) as u32
     };
     if flags & (raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_SLAVE) != 0 {
         (Limits::CEILING, false)
     } else {
-        (crate::config::limits(), true)
+        (crate::rules::config::limits(), true)
     }
 }
 
@@ -125,13 +125,13 @@ fn load_rules(io: *mut raw::RedisModuleIO) -> (Limits, bool) {
 /// within the fencing rule (at most 60 s above the clock), so that no
 /// payload can push the counter out of reach of a restart (fencing.rs).
 fn restore_is_a_grant(lock: &Lock, now: lock::Millis) -> Result<(), &'static str> {
-    if crate::guard::remaining(now).is_some() {
+    if crate::rules::guard::remaining(now).is_some() {
         return Err("the restart guard refuses new locks");
     }
     if lock.is_expired(now) {
         return Err("ttl 0");
     }
-    if lock.token > crate::fencing::fence_ceiling(crate::ffi::wall_micros()) {
+    if lock.token > crate::rules::fencing::fence_ceiling(crate::glue::ffi::wall_micros()) {
         return Err("token more than 60 s above the server's clock");
     }
     Ok(())
@@ -142,7 +142,7 @@ fn log_refusal(io: *mut raw::RedisModuleIO, why: &str) {
         std::ffi::CString::new(format!("lock: refused a stored lock: {why}")).unwrap_or_default();
     // SAFETY: io is live; the format string is "%s" with one C string.
     unsafe {
-        crate::ffi::api!(RedisModule_LogIOError)(
+        crate::glue::ffi::api!(RedisModule_LogIOError)(
             io,
             c"warning".as_ptr(),
             c"%s".as_ptr(),
@@ -155,14 +155,14 @@ fn log_refusal(io: *mut raw::RedisModuleIO, why: &str) {
 /// deadline is left out: it is monotonic time, local to each server.
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, ptr: *mut c_void) {
     let lock = value(ptr);
-    crate::ffi::api!(RedisModule_DigestAddStringBuffer)(
+    crate::glue::ffi::api!(RedisModule_DigestAddStringBuffer)(
         md,
         lock.owner.as_ptr().cast::<c_char>().cast_mut(),
         lock.owner.len(),
     );
-    crate::ffi::api!(RedisModule_DigestAddLongLong)(md, lock.token as c_longlong);
-    crate::ffi::api!(RedisModule_DigestAddLongLong)(md, c_longlong::from(lock.holds));
-    crate::ffi::api!(RedisModule_DigestEndSequence)(md);
+    crate::glue::ffi::api!(RedisModule_DigestAddLongLong)(md, lock.token as c_longlong);
+    crate::glue::ffi::api!(RedisModule_DigestAddLongLong)(md, c_longlong::from(lock.holds));
+    crate::glue::ffi::api!(RedisModule_DigestEndSequence)(md);
 }
 
 unsafe extern "C" fn aof_rewrite(
@@ -172,7 +172,7 @@ unsafe extern "C" fn aof_rewrite(
 ) {
     let lock = value(ptr);
     // "sblll" matches: key, owner buffer + length, token, remaining, holds.
-    crate::ffi::api!(RedisModule_EmitAOF)(
+    crate::glue::ffi::api!(RedisModule_EmitAOF)(
         aof,
         c"LOCK.APPLY".as_ptr(),
         c"sblll".as_ptr(),
@@ -213,7 +213,7 @@ unsafe extern "C" fn aux_load(io: *mut raw::RedisModuleIO, encver: c_int, _when:
         return raw::REDISMODULE_ERR as c_int;
     }
     match raw::load_unsigned(io) {
-        Ok(last) if last <= crate::fencing::MAX_TOKEN => {
+        Ok(last) if last <= crate::rules::fencing::MAX_TOKEN => {
             TOKENS.observe(last);
             raw::REDISMODULE_OK as c_int
         }

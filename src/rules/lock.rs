@@ -54,13 +54,13 @@ pub fn from_stored(
     token: u64,
     remaining: Millis,
     holds: u64,
-    limits: &crate::args::Limits,
+    limits: &crate::rules::args::Limits,
     now: Millis,
 ) -> Result<Lock, &'static str> {
     if owner.is_empty() || owner.len() > limits.max_owner_len {
         return Err("owner length out of bounds");
     }
-    if token == 0 || token > crate::fencing::MAX_TOKEN {
+    if token == 0 || token > crate::rules::fencing::MAX_TOKEN {
         return Err("token out of bounds");
     }
     if remaining > limits.max_ttl {
@@ -352,7 +352,7 @@ mod tests {
 
     #[test]
     fn stored_locks_obey_the_bounds_of_granted_ones() {
-        let l = crate::args::Limits {
+        let l = crate::rules::args::Limits {
             max_ttl: 1000,
             max_owner_len: 4,
         };

@@ -12,10 +12,10 @@
 //! a lock past its deadline as absent (lazy expiry). Replicas and loading
 //! servers never expire anything themselves; they follow the primary's `DEL`.
 
-use crate::clock;
-use crate::ffi::{api, bytes, Ctx, Key, Slot};
-use crate::lock::Millis;
-use crate::stats;
+use crate::glue::ffi::{api, bytes, Ctx, Key, Slot};
+use crate::rules::clock;
+use crate::rules::lock::Millis;
+use crate::rules::stats;
 use redis_module::raw;
 use std::ffi::c_void;
 use std::sync::Mutex;
@@ -104,7 +104,7 @@ pub fn tick(ctx: Ctx, budget: Duration) {
     // A write pause (CLIENT PAUSE WRITE, FAILOVER) forbids writing and
     // propagating: expiry waits for its end. Commands still see an expired
     // lock as absent, so nobody gets a second owner meanwhile.
-    if ctx.is_loading() || ctx.is_replica() || crate::ffi::writes_paused() {
+    if ctx.is_loading() || ctx.is_replica() || crate::glue::ffi::writes_paused() {
         return;
     }
     let started = Instant::now();
@@ -172,7 +172,7 @@ fn expire(ctx: Ctx, name: &[u8], now: Millis) -> bool {
     stats::expired();
     ctx.replicate_del(name.1);
     ctx.notify(c"lock.expire", name.1);
-    crate::blocking::settle(ctx, name.1);
+    crate::glue::blocking::settle(ctx, name.1);
     true
 }
 

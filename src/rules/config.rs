@@ -3,7 +3,7 @@
 //! follow one table (`SETTINGS`): the same names, the same ranges.
 //! Registered in `lib.rs`.
 
-use crate::args::{Limits, OWNER_LEN_CEILING, TTL_CEILING};
+use crate::rules::args::{Limits, OWNER_LEN_CEILING, TTL_CEILING};
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 pub static MAX_TTL_MS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_TTL_MS);

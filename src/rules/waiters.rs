@@ -9,7 +9,7 @@
 //! glue needs only one timer (for the earliest deadline) to time waiters
 //! out promptly instead of on the server's `hz` tick.
 
-use crate::lock::Millis;
+use crate::rules::lock::Millis;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 

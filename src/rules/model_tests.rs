@@ -3,8 +3,8 @@
 //! clock. Checks replies as documented, never two live owners of a key, and
 //! strictly increasing tokens for new holders.
 
-use crate::fencing::TokenCounter;
-use crate::lock::{self, Acquire, Lock, Millis};
+use crate::rules::fencing::TokenCounter;
+use crate::rules::lock::{self, Acquire, Lock, Millis};
 use std::collections::HashMap;
 
 /// xorshift64*: deterministic, no extra dependency.

@@ -23,12 +23,12 @@
 //! WRITE`, `FAILOVER`): propagating then trips an assertion in Redis, so
 //! settling and take-backs wait for the pause to end.
 
-use crate::clock;
-use crate::fencing::TOKENS;
-use crate::ffi::{api, bytes, Ctx, Key, RawCtx, RawString, Slot};
-use crate::lock::{Lock, Millis};
-use crate::stats;
-use crate::waiters::{KeyId, Queues, Waiter};
+use crate::glue::ffi::{api, bytes, Ctx, Key, RawCtx, RawString, Slot};
+use crate::rules::clock;
+use crate::rules::fencing::TOKENS;
+use crate::rules::lock::{Lock, Millis};
+use crate::rules::stats;
+use crate::rules::waiters::{KeyId, Queues, Waiter};
 use once_cell::sync::Lazy;
 use redis_module::{raw, Context};
 use std::ffi::{c_int, c_void};
@@ -206,7 +206,7 @@ pub fn settle(ctx: Ctx, name: RawString) {
             drop(key);
             return arm(ctx, id, remaining);
         }
-        _ if crate::ffi::writes_paused() => {
+        _ if crate::glue::ffi::writes_paused() => {
             // Expiring or handing off would propagate during the pause.
             drop(key);
             return arm(ctx, id, PAUSE_RETRY_MS);
@@ -223,13 +223,13 @@ pub fn settle(ctx: Ctx, name: RawString) {
         }
         Slot::Empty => {}
     }
-    if let Some(left) = crate::guard::remaining(now) {
+    if let Some(left) = crate::rules::guard::remaining(now) {
         drop(key);
         return arm(ctx, id, left); // no new grants while the guard is up
     }
-    let Some(token) = TOKENS.next(crate::ffi::wall_micros()) else {
+    let Some(token) = TOKENS.next(crate::glue::ffi::wall_micros()) else {
         drop(key);
-        return fail_all(&id, crate::fencing::EXHAUSTED);
+        return fail_all(&id, crate::rules::fencing::EXHAUSTED);
     };
     let Some(next) = queues().pop_front(&id) else {
         return;
@@ -274,7 +274,7 @@ fn fail_all(id: &KeyId, error: &'static str) {
 
 /// The grant reached the client: reply with its token.
 extern "C" fn on_reply(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_int {
-    crate::ffi::guard(ctx, || {
+    crate::glue::ffi::guard(ctx, || {
         // SAFETY: privdata is the Grant passed to UnblockClient.
         let grant = unsafe {
             api!(RedisModule_GetBlockedClientPrivateData)(ctx)
@@ -300,7 +300,7 @@ extern "C" fn on_reply(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_in
 /// `on_reply`): leave the queue and reply nil. Redis skips this callback
 /// for a client we already unblocked, so the handle is still queued here.
 extern "C" fn on_timeout(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_int {
-    crate::ffi::guard(ctx, || {
+    crate::glue::ffi::guard(ctx, || {
         // SAFETY: called for a blocked client of ours.
         let bc = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx) };
         if queues().remove(bc as usize).is_some() {
@@ -358,7 +358,7 @@ unsafe extern "C" fn free_grant(ctx: RawCtx, privdata: *mut c_void) {
 fn take_back(context: &Context, undelivered: (i32, Box<[u8]>, Box<[u8]>, u64)) {
     let ctx = Ctx(context.ctx);
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if crate::ffi::writes_paused() {
+        if crate::glue::ffi::writes_paused() {
             let retry = Duration::from_millis(PAUSE_RETRY_MS);
             context.create_timer(retry, take_back, undelivered);
             return;

@@ -1,13 +1,14 @@
 //! The LOCK.* command handlers. Each reads as parse -> decide (lock.rs) ->
 //! write the key -> reply -> replicate the effect.
 
-use crate::args;
-use crate::clock;
-use crate::config;
-use crate::fencing::{self, TOKENS};
-use crate::ffi::{bytes, guard, Ctx, Key, RawCtx, RawString, Slot};
-use crate::lock::{self, Acquire, Lock, Millis, Release};
-use crate::{blocking, guard, stats};
+use crate::glue::blocking;
+use crate::glue::ffi::{bytes, guard, Ctx, Key, RawCtx, RawString, Slot};
+use crate::rules::args;
+use crate::rules::clock;
+use crate::rules::config;
+use crate::rules::fencing::{self, TOKENS};
+use crate::rules::lock::{self, Acquire, Lock, Millis, Release};
+use crate::rules::{guard, stats};
 use std::ffi::c_int;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -103,7 +104,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
             None => ctx.reply_null(),
         };
     }
-    let Some(token) = TOKENS.next(crate::ffi::wall_micros()) else {
+    let Some(token) = TOKENS.next(crate::glue::ffi::wall_micros()) else {
         return ctx.error(fencing::EXHAUSTED);
     };
     let granted = key.set(Lock::new(req.owner, token, req.ttl, now));
@@ -243,7 +244,7 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
         Ok(parsed) => parsed,
         Err(e) => return ctx.error(&e),
     };
-    let ceiling = fencing::fence_ceiling(crate::ffi::wall_micros());
+    let ceiling = fencing::fence_ceiling(crate::glue::ffi::wall_micros());
     if token > ceiling && !ctx.is_replicated_or_aof() {
         return ctx.error(&format!(
             "ERR token is more than 60 s above this server's clock in microseconds (at most {ceiling}); check clock sync"

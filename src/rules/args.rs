@@ -2,7 +2,7 @@
 //! one-line error message out. Errors never echo raw user bytes (they could
 //! hold CR/LF and break the protocol).
 
-use crate::lock::Millis;
+use crate::rules::lock::Millis;
 
 /// Limits that come from the module's configuration.
 #[derive(Debug, Clone, Copy)]
@@ -133,7 +133,7 @@ pub fn fence<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<(&'a [u8], u64
     match args {
         [raw_owner, raw_token] => Ok((
             owner(raw_owner, limits)?,
-            positive(raw_token, "token", crate::fencing::MAX_TOKEN)?,
+            positive(raw_token, "token", crate::rules::fencing::MAX_TOKEN)?,
         )),
         _ => Err(wrong_arity("lock.fence")),
     }

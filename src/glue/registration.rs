@@ -6,8 +6,8 @@
 //! servers that lack it (Redis 6.2 aborts at load). Here a missing API is a
 //! clear load error instead.
 
-use crate::config::{self, Setting};
-use crate::ffi::api;
+use crate::glue::ffi::api;
+use crate::rules::config::{self, Setting};
 use redis_module::{raw, Context, RedisString, Status};
 use std::ffi::{c_char, c_int, c_longlong, c_void, CString};
 use std::sync::atomic::Ordering::Relaxed;
