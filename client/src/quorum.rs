@@ -4,6 +4,29 @@
 use crate::error::NodeFailure;
 use std::time::Duration;
 
+/// How far above the client's clock the requested token floor is: more
+/// than a round trip plus the clock skew between client and nodes, so that
+/// a node's own clock is still below the floor when the request arrives.
+pub const TOKEN_FLOOR_LEAD_US: u64 = 100_000;
+
+/// The `MINTOKEN` a lock request asks every node for (µs since the epoch).
+/// Nodes grant `max(counter + 1, their clock, floor)`, the floor capped at
+/// their clock + 60 s; where no node's counter is above it, every granting
+/// node returns this very token. Monotonicity never depends on it: the
+/// fencing round still raises nodes that returned less than the maximum.
+pub fn token_floor(unix_micros: u64) -> u64 {
+    unix_micros
+        .saturating_add(TOKEN_FLOOR_LEAD_US)
+        .min((1 << 53) - 1)
+}
+
+/// The client's wall clock in µs since the epoch (0 before it).
+pub fn unix_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
 /// Nodes needed out of `nodes` (at least one, even for an empty list).
 pub fn majority(nodes: usize) -> usize {
     nodes / 2 + 1

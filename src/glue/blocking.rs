@@ -88,8 +88,7 @@ struct Grant {
 pub fn block(
     ctx: Ctx,
     name: RawString,
-    owner: &[u8],
-    ttl: Millis,
+    req: &crate::rules::args::AcquireArgs,
     timeout: Millis,
     check_in: Millis,
 ) {
@@ -109,8 +108,9 @@ pub fn block(
         id.clone(),
         Waiter {
             handle: bc as usize,
-            owner: owner.into(),
-            ttl,
+            owner: req.owner.into(),
+            ttl: req.ttl,
+            min_token: req.min_token,
             deadline,
         },
     );
@@ -227,12 +227,19 @@ pub fn settle(ctx: Ctx, name: RawString) {
         drop(key);
         return arm(ctx, id, left); // no new grants while the guard is up
     }
-    let Some(token) = TOKENS.next(crate::glue::ffi::wall_micros()) else {
-        drop(key);
-        return fail_all(&id, crate::rules::fencing::EXHAUSTED);
-    };
     let Some(next) = queues().pop_front(&id) else {
         return;
+    };
+    let floor = crate::rules::fencing::floor(crate::glue::ffi::wall_micros(), next.min_token);
+    let Some(token) = TOKENS.next(floor) else {
+        drop(key);
+        unblock(
+            next.handle,
+            Outcome::Error(crate::rules::fencing::EXHAUSTED),
+            &id,
+            next.owner,
+        );
+        return fail_all(&id, crate::rules::fencing::EXHAUSTED);
     };
     let granted = key.set(Lock::new(&next.owner, token, next.ttl, now));
     let token = granted.token;

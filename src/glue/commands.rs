@@ -37,8 +37,9 @@ entry_point!(apply_command => apply);
 entry_point!(fence_command => fence);
 
 /// Most arguments after the key any LOCK.* command accepts
-/// (`owner ttl-ms WAIT timeout-ms REENTRANT`), plus one so a surplus is seen.
-const MAX_REST: usize = 6;
+/// (`owner ttl-ms WAIT timeout-ms REENTRANT MINTOKEN token`), plus one so a
+/// surplus is seen.
+const MAX_REST: usize = 8;
 
 /// argv after the key, as byte slices, without a heap allocation (this is
 /// the hot path). Longer argv is cut at MAX_REST, which every parser
@@ -80,9 +81,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
             Acquire::Busy => {
                 stats::contended();
                 return match wait {
-                    Some(timeout) => {
-                        blocking::block(ctx, name, req.owner, req.ttl, timeout, held.remaining(now))
-                    }
+                    Some(timeout) => blocking::block(ctx, name, &req, timeout, held.remaining(now)),
                     None => ctx.reply_null(),
                 };
             }
@@ -100,11 +99,12 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     if blocking::waiting(ctx, name) > 0 {
         stats::contended();
         return match wait {
-            Some(timeout) => blocking::block(ctx, name, req.owner, req.ttl, timeout, 0),
+            Some(timeout) => blocking::block(ctx, name, &req, timeout, 0),
             None => ctx.reply_null(),
         };
     }
-    let Some(token) = TOKENS.next(crate::glue::ffi::wall_micros()) else {
+    let floor = fencing::floor(crate::glue::ffi::wall_micros(), req.min_token);
+    let Some(token) = TOKENS.next(floor) else {
         return ctx.error(fencing::EXHAUSTED);
     };
     let granted = key.set(Lock::new(req.owner, token, req.ttl, now));

@@ -34,6 +34,10 @@ pub struct AcquireArgs<'a> {
     /// `Some(0)` waits without limit.
     pub wait: Option<Millis>,
     pub reentrant: bool,
+    /// `MINTOKEN t`: a new grant's token is at least `t` (0: no floor), so
+    /// that a quorum's nodes can hand out the same token and skip the
+    /// fencing round (see fencing.rs).
+    pub min_token: u64,
 }
 
 pub type ArgResult<T> = Result<T, String>;
@@ -84,7 +88,7 @@ fn parse_u64(raw: &[u8]) -> Option<u64> {
 /// enough to stay a valid Redis timeout.
 pub const MAX_WAIT: Millis = i32::MAX as Millis;
 
-/// `owner ttl-ms [WAIT timeout-ms] [REENTRANT]` (argv after the key).
+/// `owner ttl-ms [WAIT timeout-ms] [REENTRANT] [MINTOKEN token]` (argv after the key).
 pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<'a>> {
     let [raw_owner, raw_ttl, options @ ..] = args else {
         return Err(wrong_arity("lock.acquire"));
@@ -94,6 +98,7 @@ pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<
         ttl: ttl(raw_ttl, limits)?,
         wait: None,
         reentrant: false,
+        min_token: 0,
     };
     let mut rest = options.iter();
     while let Some(opt) = rest.next() {
@@ -102,6 +107,14 @@ pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<
                 return Err("ERR option REENTRANT given more than once".into());
             }
             req.reentrant = true;
+        } else if opt.eq_ignore_ascii_case(b"MINTOKEN") {
+            if req.min_token != 0 {
+                return Err("ERR option MINTOKEN given more than once".into());
+            }
+            let raw = rest
+                .next()
+                .ok_or_else(|| "ERR option MINTOKEN needs a token".to_string())?;
+            req.min_token = positive(raw, "MINTOKEN token", crate::rules::fencing::MAX_TOKEN)?;
         } else if opt.eq_ignore_ascii_case(b"WAIT") {
             if req.wait.is_some() {
                 return Err("ERR option WAIT given more than once".into());
@@ -183,6 +196,24 @@ mod tests {
             (a.owner, a.ttl, a.wait, a.reentrant),
             (&b"alice"[..], 500, None, false)
         );
+    }
+
+    #[test]
+    fn mintoken_is_a_positive_token_given_once() {
+        assert_eq!(parse(&["a", "5", "mintoken", "42"]).unwrap().min_token, 42);
+        assert_eq!(parse(&["a", "5"]).unwrap().min_token, 0);
+        assert!(parse(&["a", "5", "MINTOKEN"])
+            .unwrap_err()
+            .contains("needs a token"));
+        assert!(parse(&["a", "5", "MINTOKEN", "0"])
+            .unwrap_err()
+            .contains("positive"));
+        assert!(parse(&["a", "5", "MINTOKEN", "9007199254740992"])
+            .unwrap_err()
+            .contains("maximum"));
+        assert!(parse(&["a", "5", "MINTOKEN", "1", "MINTOKEN", "2"])
+            .unwrap_err()
+            .contains("more than once"));
     }
 
     #[test]

@@ -77,6 +77,16 @@ pub fn fence_ceiling(unix_micros: u64) -> u64 {
     unix_micros.saturating_add(FENCE_SKEW_US).min(MAX_TOKEN)
 }
 
+/// The least token a new grant may get at wall-clock `unix_micros` when the
+/// client asked for at least `requested` (`MINTOKEN`, 0 = nothing): the
+/// clock, or the request capped at the fence ceiling. A quorum client asks
+/// every node for the same floor a little above the clocks, so nodes whose
+/// counters are below it all grant exactly that token: the quorum token is
+/// then already on a majority and the fencing round is skipped.
+pub fn floor(unix_micros: u64, requested: u64) -> u64 {
+    unix_micros.max(requested.min(fence_ceiling(unix_micros)))
+}
+
 /// Where a server starts counting at wall-clock `unix_micros` (see above).
 pub fn start_seed(unix_micros: u64) -> u64 {
     fence_ceiling(unix_micros)
@@ -101,6 +111,21 @@ mod tests {
         c.observe(50); // an older token seen later must not lower the counter
         assert_eq!(c.next(0), Some(102));
         assert_eq!(c.last(), 102);
+    }
+
+    #[test]
+    fn a_requested_floor_is_granted_exactly_within_the_ceiling() {
+        let now = 1_000_000_000u64;
+        let c = TokenCounter::new();
+        assert_eq!(c.next(floor(now, now + 500)), Some(now + 500));
+        assert_eq!(
+            c.next(floor(now, now + 500)),
+            Some(now + 501),
+            "never twice"
+        );
+        assert_eq!(floor(now, 0), now);
+        assert_eq!(floor(now, now - 5), now);
+        assert_eq!(floor(now, u64::MAX), fence_ceiling(now));
     }
 
     #[test]

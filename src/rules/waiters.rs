@@ -21,6 +21,8 @@ pub struct Waiter<H> {
     pub handle: H,
     pub owner: Box<[u8]>,
     pub ttl: Millis,
+    /// The waiter's `MINTOKEN` (0: none).
+    pub min_token: u64,
     /// When the WAIT gives up (`clock::now_ms` scale); None waits forever.
     pub deadline: Option<Millis>,
 }
@@ -175,6 +177,7 @@ mod tests {
 
     fn waiter(h: u32) -> Waiter<u32> {
         Waiter {
+            min_token: 0,
             handle: h,
             owner: format!("o{h}").into_bytes().into(),
             ttl: 100,
@@ -184,6 +187,7 @@ mod tests {
 
     fn waiter_until(h: u32, deadline: Millis) -> Waiter<u32> {
         Waiter {
+            min_token: 0,
             deadline: Some(deadline),
             ..waiter(h)
         }

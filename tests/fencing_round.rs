@@ -1,0 +1,82 @@
+//! The quorum client's fencing round is needed only when the granting
+//! nodes handed out different tokens. The client asks every node for the
+//! same token floor (`MINTOKEN`, a little above its clock), so nodes whose
+//! counters are below it all grant exactly that token and the round is
+//! skipped; after a node's start (its counter runs 60 s ahead) it is not.
+
+mod common;
+use common::*;
+use redis_lock_client::Builder;
+use redis_lock_testkit::shim::ClockOffset;
+use std::time::Duration;
+
+fn fence_calls(node: &Server) -> u64 {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut node.conn())
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_lock.fence:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+fn tokens(nodes: &[Server], name: &str) -> Vec<i64> {
+    nodes
+        .iter()
+        .filter_map(|n| status(&mut n.conn(), name).map(|s| s.1))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn settled_nodes_grant_one_token_and_skip_the_fencing_round() {
+    // Nodes started 61 s "ago": their clocks run 61 s behind while they
+    // start (so their start seed is below the real clock), then catch up.
+    let dir = std::env::temp_dir().join(format!("redis-lock-floor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clock = ClockOffset::new(&dir);
+    clock.set(-61);
+    let env = clock.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let nodes: Vec<Server> = (0..3).map(|_| Server::with_env(&[], &[], &env)).collect();
+    clock.set(0);
+    std::thread::sleep(Duration::from_millis(50)); // the shim re-reads every 10 ms
+    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let locker = Builder::new(&urls).build().unwrap();
+    for i in 0..20 {
+        let name = format!("job:{i}");
+        let lock = locker.try_lock(&name).await.unwrap();
+        let on_nodes = tokens(&nodes, &name);
+        assert!(on_nodes.len() >= 2, "held on a majority");
+        assert!(
+            on_nodes.iter().all(|&t| t as u64 == lock.token()),
+            "one token everywhere: {on_nodes:?} vs {}",
+            lock.token()
+        );
+        locker.unlock(&lock).await.unwrap();
+    }
+    let fenced: u64 = nodes.iter().map(fence_calls).sum();
+    assert_eq!(fenced, 0, "no fencing round was needed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_that_just_started_is_fenced_up_to_the_quorum_token() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let locker = Builder::new(&urls).build().unwrap();
+    // Fresh nodes count from their clock + 60 s, each from its own start:
+    // tokens differ, so the client raises the lower ones to the maximum.
+    let lock = locker.try_lock("fresh").await.unwrap();
+    let on_nodes = tokens(&nodes, "fresh");
+    let at_quorum_token = on_nodes
+        .iter()
+        .filter(|&&t| t as u64 == lock.token())
+        .count();
+    assert!(
+        at_quorum_token >= 2,
+        "a majority holds the quorum token: {on_nodes:?}"
+    );
+    assert!(nodes.iter().map(fence_calls).sum::<u64>() > 0);
+    locker.unlock(&lock).await.unwrap();
+}
