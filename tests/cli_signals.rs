@@ -202,3 +202,35 @@ fn ctrl_c_in_a_terminal_reaches_the_command_once() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `nohup redis-lock run ...`: a signal the caller ignores stays ignored,
+/// for the CLI and for its command, instead of killing both.
+#[test]
+fn signals_ignored_by_the_caller_stay_ignored() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let dir = scratch("nohup");
+    let script = format!(
+        "echo $$ > {d}/pid; sleep 1; touch {d}/finished",
+        d = dir.display()
+    );
+    let mut cmd = Command::new(workspace_binary("redis-lock"));
+    cmd.env(
+        "REDIS_LOCK_SERVERS",
+        nodes.iter().map(Server::url).collect::<Vec<_>>().join(","),
+    )
+    .args(["run", "nohup-job", "--", "sh", "-c", &script])
+    .stderr(Stdio::null());
+    // SAFETY: signal(2) in the forked child before exec, as nohup does.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut cli = cmd.spawn().unwrap();
+    read_pid(&dir.join("pid"));
+    kill(cli.id() as i32, libc::SIGHUP);
+    assert_eq!(cli.wait().unwrap().code(), Some(0), "SIGHUP was ignored");
+    assert!(dir.join("finished").exists(), "the command ran to its end");
+    let _ = std::fs::remove_dir_all(dir);
+}

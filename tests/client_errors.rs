@@ -144,3 +144,45 @@ async fn wrongtype_noperm_and_bad_passwords_are_rejected() {
     // round from the crate and one from the CLI, no retries.
     assert_eq!(acquire_calls(&server), 2);
 }
+
+/// A user allowed to acquire but not to fence (a hand-written ACL), and a
+/// replica listed by mistake, are refusals too: reported at once as
+/// `Rejected` (CLI 78), not retried for the whole wait as an outage.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_fence_permission_and_a_replica_are_rejected_at_once() {
+    // Fresh nodes hand out different tokens, so the fencing round runs.
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    for n in &nodes {
+        q(
+            &mut n.conn(),
+            "ACL SETUSER nofence on >pw ~* -@all +ping +lock.acquire +lock.release +lock.extend +lock.status",
+        )
+        .unwrap();
+    }
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("redis://nofence:pw@127.0.0.1:{}/", n.port))
+        .collect();
+    let started = std::time::Instant::now();
+    let err = locker(&urls)
+        .lock("f", Duration::from_secs(3))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Rejected { message, .. } if message.contains("NOPERM")),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "not retried until the wait ran out"
+    );
+    let out = cli(&urls.join(","), &["run", "--wait", "3s", "f", "--", "true"]);
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+
+    let replica = Server::replica_of(&nodes[0], &[]);
+    let err = locker(&[replica.url()])
+        .lock("r", Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert!(matches!(&err, Error::Rejected { .. }), "{err}");
+}

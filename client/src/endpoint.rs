@@ -20,7 +20,7 @@ impl Endpoint {
                 let host = host.trim_start_matches('[').trim_end_matches(']');
                 let addrs = (host, *port)
                     .to_socket_addrs()
-                    .map(|a| a.collect())
+                    .map(|a| a.map(canonical).collect())
                     .unwrap_or_default();
                 (format!("{}:{port}", host.to_ascii_lowercase()), addrs)
             }
@@ -38,6 +38,25 @@ impl Endpoint {
         self.db == other.db
             && (self.name == other.name || self.addrs.iter().any(|a| other.addrs.contains(a)))
     }
+}
+
+/// One spelling per reachable server: IPv4-mapped IPv6 as IPv4, and every
+/// loopback or unspecified address (`127.x`, `::1`, `0.0.0.0`, `::`, which
+/// all reach this machine) as `127.0.0.1`, so a dual-stack or wildcard-bound
+/// server cannot be listed twice under two spellings. (A machine's own LAN
+/// address is not recognised: the README says so.)
+fn canonical(addr: SocketAddr) -> SocketAddr {
+    use std::net::{IpAddr, Ipv4Addr};
+    let ip = match addr.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    let ip = if ip.is_loopback() || ip.is_unspecified() {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    } else {
+        ip
+    };
+    SocketAddr::new(ip, addr.port())
 }
 
 /// `host:port db N`, for messages (never the password).
@@ -80,6 +99,24 @@ mod tests {
                     .unwrap()
             ),
             "127.0.0.1:5 db 3"
+        );
+    }
+
+    #[test]
+    fn aliases_of_this_machine_are_one_server() {
+        let a = ep("redis://127.0.0.1:7000/");
+        for alias in [
+            "redis://0.0.0.0:7000/",
+            "redis://[::ffff:127.0.0.1]:7000/",
+            "redis://[::1]:7000/",
+            "redis://127.0.0.2:7000/",
+        ] {
+            assert!(a.same_server(&ep(alias)), "{alias}");
+        }
+        assert!(!a.same_server(&ep("redis://127.0.0.1:7001/")));
+        assert!(
+            !a.same_server(&ep("redis://127.0.0.1:7000/1")),
+            "another db"
         );
     }
 }

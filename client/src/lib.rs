@@ -17,8 +17,8 @@
 //! ```
 //!
 //! Features: `tls` (`rediss://` URLs, needs OpenSSL) and `cli` (the
-//! `redis-lock` binary, with clap), both on by default; a library user can
-//! depend with `default-features = false` to need neither.
+//! `redis-lock` binary, with clap), both off by default, so a library user
+//! needs neither unless it asks for them.
 #![warn(missing_docs)]
 
 mod config;

@@ -300,6 +300,11 @@ impl Locker {
                 .await;
             let fenced = at_max + raised.yes.iter().filter(|&&(_, t)| t >= token).count();
             if fenced < quorum::majority(self.inner.nodes.len()) {
+                // A refusal (NOPERM on LOCK.FENCE, a token above a node's
+                // clock + 60 s) will not change by retrying: say so.
+                if !raised.rejected.is_empty() {
+                    return Err(self.rejected(&raised));
+                }
                 return Err(self.no_quorum(&raised));
             }
         }

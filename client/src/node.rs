@@ -26,7 +26,11 @@ pub enum Failure {
 /// missing permissions, wrong credentials.
 pub(crate) fn is_deterministic(e: &RedisError) -> bool {
     match e.kind() {
-        ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig => true,
+        // A replica (READONLY) listed by mistake will not turn into a primary
+        // by retrying within one wait.
+        ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig | ErrorKind::ReadOnly => {
+            true
+        }
         // "max number of clients reached" is also an ERR, and it passes.
         ErrorKind::ResponseError => !e.to_string().contains("max number of clients"),
         ErrorKind::ExtensionError => matches!(

@@ -30,9 +30,24 @@ impl Delivered {
     }
 }
 
-/// Catch [`HANDLED`] from now on; deliveries arrive on the returned channel.
+/// Whether `signal` is ignored right now (as `nohup`, or a non-interactive
+/// shell for `&` jobs, leave SIGHUP / SIGINT / SIGQUIT).
+fn ignored(signal: i32) -> bool {
+    // SAFETY: sigaction(2) with a null new action only reads the current one
+    // into a zeroed struct we own.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Catch [`HANDLED`] from now on, except the signals our caller chose to
+/// ignore: those stay ignored, for us and (inherited through exec) for the
+/// command; deliveries arrive on the returned channel.
 pub fn catch() -> std::io::Result<mpsc::UnboundedReceiver<Delivered>> {
-    let mut signals = SignalsInfo::<WithOrigin>::new(HANDLED)?;
+    let caught: Vec<i32> = HANDLED.into_iter().filter(|&s| !ignored(s)).collect();
+    let mut signals = SignalsInfo::<WithOrigin>::new(caught)?;
     let (tx, rx) = mpsc::unbounded_channel();
     std::thread::spawn(move || {
         for origin in signals.forever() {
