@@ -168,6 +168,9 @@ unsafe extern "C" fn on_role_change(
     _data: *mut std::ffi::c_void,
 ) {
     if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
+        // The old primary may have handed out (and fenced) tokens this
+        // replica never saw: count on from clock + 60 s, as after a start.
+        fencing::TOKENS.observe(fencing::start_seed(ffi::wall_micros()));
         let _ = std::panic::catch_unwind(|| arm_restart_guard(&Context::new(ctx), Armed::Promoted));
     }
 }

@@ -191,6 +191,7 @@ fn forged_apply_lines_in_the_aof_are_refused() {
         resp(&["LOCK.APPLY", "k2", "", "5", "1000", "1"]),
         resp(&["LOCK.APPLY", "k3", "a", "5", "9223372036854775807", "1"]),
         resp(&["LOCK.APPLY", "k4", "a", "5", "1000", "0"]),
+        resp(&["LOCK.APPLY", "k5", "a", "9007199254740991", "1", "1"]),
     ]
     .concat();
     let mut text = std::fs::read(&incr).unwrap();
@@ -199,7 +200,7 @@ fn forged_apply_lines_in_the_aof_are_refused() {
     s.restart();
     let mut c = s.conn();
     assert!(status(&mut c, "good").is_some());
-    for key in ["k1", "k2", "k3", "k4"] {
+    for key in ["k1", "k2", "k3", "k4", "k5"] {
         assert_eq!(
             int(&mut c, &format!("EXISTS {key}")),
             0,
@@ -304,4 +305,64 @@ fn acl_categories_where_the_server_supports_them() {
         assert!(q(&mut ro, "LOCK.ACQUIRE k a 1000").is_err());
         assert_eq!(q(&mut ro, "LOCK.STATUS k").unwrap(), Value::Nil);
     }
+}
+
+/// A promoted replica that missed the old primary's last (fenced) grants
+/// still hands out larger tokens: promotion counts on from clock + 60 s.
+#[test]
+fn tokens_increase_across_a_promotion_that_missed_grants() {
+    let mut primary = Server::with(&[], &[]);
+    let replica = Server::replica_of(&primary, &[]);
+    let mut p = primary.conn();
+    replica.signal("STOP");
+    int(&mut p, "LOCK.ACQUIRE k alice 100000");
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64;
+    let fenced = int(
+        &mut p,
+        &format!("LOCK.FENCE k alice {}", now_us + 59_000_000),
+    );
+    primary.kill();
+    replica.signal("CONT");
+    let mut r = replica.conn();
+    q(&mut r, "REPLICAOF NO ONE").unwrap();
+    let bob = int(&mut r, "LOCK.ACQUIRE other bob 100000");
+    assert!(
+        bob > fenced,
+        "token went backwards across the promotion: {bob} after {fenced}"
+    );
+}
+
+/// A replica that accepts writes (`replica-read-only no`) still refuses
+/// lock commands from clients: a lock granted there is invisible to the
+/// primary.
+#[test]
+fn a_writable_replica_refuses_client_lock_commands() {
+    let primary = Server::with(&[], &[]);
+    let port = primary.port.to_string();
+    let replica = Server::with(
+        &[
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            "--replica-read-only",
+            "no",
+        ],
+        &[],
+    );
+    let mut p = primary.conn();
+    int(&mut p, "LOCK.ACQUIRE k alice 60000");
+    assert_eq!(int(&mut p, "WAIT 1 5000"), 1);
+    let mut r = replica.conn();
+    for cmd in [
+        "LOCK.ACQUIRE x bob 1000",
+        "LOCK.RELEASE k alice",
+        "LOCK.EXTEND k alice 1000",
+        "LOCK.FENCE k alice 5",
+    ] {
+        assert!(err(&mut r, cmd).contains("replica"), "{cmd}");
+    }
+    assert!(status(&mut r, "k").is_some(), "replication still applies");
 }

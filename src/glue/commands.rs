@@ -55,6 +55,9 @@ fn rest(argv: &[RawString]) -> ([&[u8]; MAX_REST], usize) {
 
 /// `LOCK.ACQUIRE key owner ttl-ms [WAIT timeout-ms] [REENTRANT]`
 fn acquire(ctx: Ctx, argv: &[RawString]) {
+    if writable_replica_client(ctx) {
+        return ctx.error(REPLICA);
+    }
     if argv.len() < 4 {
         return ctx.error(&args::wrong_arity("lock.acquire"));
     }
@@ -117,6 +120,9 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
 /// `LOCK.RELEASE key owner` -> 1 released (or one hold dropped), 0 other
 /// owner, -1 not held.
 fn release(ctx: Ctx, argv: &[RawString]) {
+    if writable_replica_client(ctx) {
+        return ctx.error(REPLICA);
+    }
     if argv.len() != 3 {
         return ctx.error(&args::wrong_arity("lock.release"));
     }
@@ -154,6 +160,19 @@ fn release(ctx: Ctx, argv: &[RawString]) {
     ctx.reply_int(outcome.reply());
     blocking::settle(ctx, name);
 }
+
+const REPLICA: &str =
+    "READONLY lock commands are not accepted on a replica (even with replica-read-only no)";
+
+/// A client's write on a replica that accepts writes (`replica-read-only
+/// no`): a lock granted there would be invisible to the primary.
+fn writable_replica_client(ctx: Ctx) -> bool {
+    ctx.is_replica() && !ctx.is_replicated_or_aof()
+}
+
+/// How far beyond the FENCE ceiling a replicated or replayed token may be:
+/// room for a primary's clock running ahead of this one.
+const APPLY_CLOCK_SLACK_US: u64 = 3_600_000_000;
 
 /// The limits a new grant is checked against: the configured ones for a
 /// client, the widest possible ones for what a primary (or the AOF) already
@@ -198,6 +217,9 @@ fn expire_now(ctx: Ctx, key: &mut Key, name: RawString) {
 
 /// `LOCK.EXTEND key owner ttl-ms` -> 1 extended, 0 other owner, -1 not held.
 fn extend(ctx: Ctx, argv: &[RawString]) {
+    if writable_replica_client(ctx) {
+        return ctx.error(REPLICA);
+    }
     if argv.len() != 4 {
         return ctx.error(&args::wrong_arity("lock.extend"));
     }
@@ -235,6 +257,9 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
 /// `LOCK.FENCE key owner token` -> the lock's token after raising it to at
 /// least `token` (and the server's counter with it), 0 other owner, -1 not held.
 fn fence(ctx: Ctx, argv: &[RawString]) {
+    if writable_replica_client(ctx) {
+        return ctx.error(REPLICA);
+    }
     if argv.len() != 4 {
         return ctx.error(&args::wrong_arity("lock.fence"));
     }
@@ -315,13 +340,21 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
         return ctx.error("ERR LOCK.APPLY token, ttl-ms and holds must be non-negative integers");
     };
     // What the primary decided, checked only against the widest bounds: a
-    // corrupt or forged AOF line must not create a lock that never expires,
-    // cannot be released, or exhausts the counter.
+    // corrupt or forged AOF line must not create a lock that never expires
+    // or cannot be released. Its token may be at most an hour above this
+    // server's clock (a primary's tokens are at most 60 s above its own, and
+    // an AOF replays later), so one line cannot exhaust the counter either.
     let (owner, now) = (bytes(*owner), clock::now_ms());
     let applied = match lock::from_stored(owner, token, ttl, holds, &args::Limits::CEILING, now) {
         Ok(applied) => applied,
         Err(why) => return ctx.error(&format!("ERR LOCK.APPLY refused: {why}")),
     };
+    let replay_ceiling =
+        fencing::fence_ceiling(crate::glue::ffi::wall_micros()) + APPLY_CLOCK_SLACK_US;
+    if applied.token > replay_ceiling {
+        return ctx
+            .error("ERR LOCK.APPLY refused: token more than an hour above this server's clock");
+    }
     TOKENS.observe(applied.token);
     let mut key = Key::open(ctx, *name, true);
     if let Slot::Lock(held) = key.slot() {
