@@ -27,6 +27,7 @@ mod glue {
     pub mod commands;
     pub mod datatype;
     pub mod ffi;
+    pub mod guard_state;
     pub mod info;
     pub mod reaper;
     pub mod registration;
@@ -34,11 +35,12 @@ mod glue {
 
 use glue::datatype::LOCK_TYPE;
 use glue::ffi::{self, api, RawCtx};
+use glue::guard_state::{self, Armed};
 use glue::{blocking, commands, datatype, info, reaper, registration};
 use redis_module::{raw, redis_module, Context, RedisString, Status};
-use rules::{config, fencing, guard};
+use rules::fencing;
 use std::ffi::{c_int, CStr};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 // The Redis allocator makes lock memory visible to INFO/MEMORY; unit tests
 // run without a server, so they use the system allocator.
@@ -124,42 +126,6 @@ const COMMANDS: [CommandSpec; 6] = [
     },
 ];
 
-/// Whether the data just loaded came from an AOF (set by the loading
-/// event; a server that started without files loaded nothing).
-static AOF_LOADED: AtomicBool = AtomicBool::new(false);
-
-/// Why the guard is armed: only data loaded from an always-fsync'd AOF
-/// (with the RDB preamble, which carries the token counter through
-/// rewrites) holds every grant. A start without files cannot tell a new
-/// disk from a wiped one, and a promoted replica may have missed the latest
-/// grants (replication is asynchronous).
-#[derive(Clone, Copy, PartialEq)]
-enum Armed {
-    Started,
-    Loaded,
-    Promoted,
-}
-
-/// Arm the restart guard, and say so in the log.
-fn arm_restart_guard(ctx: &Context, armed: Armed) {
-    let complete = armed == Armed::Loaded
-        && AOF_LOADED.load(Relaxed)
-        && guard::persistence_is_complete(
-            &registration::server_config(ctx, "appendonly"),
-            &registration::server_config(ctx, "appendfsync"),
-            &registration::server_config(ctx, "aof-use-rdb-preamble"),
-        );
-    let why = match armed {
-        Armed::Started => "module loaded",
-        Armed::Loaded if AOF_LOADED.load(Relaxed) => "AOF loaded",
-        Armed::Loaded => "data loaded",
-        Armed::Promoted => "promoted to primary",
-    };
-    let delay = config::restart_delay_ms(complete);
-    guard::arm(delay);
-    ctx.log_notice(&guard::describe(why, delay, complete));
-}
-
 /// Replica promoted to primary: it may have missed the latest grants.
 unsafe extern "C" fn on_role_change(
     ctx: RawCtx,
@@ -171,8 +137,18 @@ unsafe extern "C" fn on_role_change(
         // The old primary may have handed out (and fenced) tokens this
         // replica never saw: count on from clock + 60 s, as after a start.
         fencing::TOKENS.observe(fencing::start_seed(ffi::wall_micros()));
-        let _ = std::panic::catch_unwind(|| arm_restart_guard(&Context::new(ctx), Armed::Promoted));
+        let _ = std::panic::catch_unwind(|| guard_state::arm(&Context::new(ctx), Armed::Promoted));
     }
+}
+
+/// `CONFIG SET`: persistence made incomplete taints the AOF (guard_state.rs).
+unsafe extern "C" fn on_config(
+    ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut std::ffi::c_void,
+) {
+    let _ = std::panic::catch_unwind(|| guard_state::on_config_change(&Context::new(ctx)));
 }
 
 /// Loading an RDB/AOF can take seconds: the guard counts from its end, not
@@ -184,12 +160,14 @@ unsafe extern "C" fn on_loading(
     _data: *mut std::ffi::c_void,
 ) {
     match subevent {
-        raw::REDISMODULE_SUBEVENT_LOADING_AOF_START => AOF_LOADED.store(true, Relaxed),
+        raw::REDISMODULE_SUBEVENT_LOADING_AOF_START => guard_state::AOF_LOADED.store(true, Relaxed),
         raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
-        | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => AOF_LOADED.store(false, Relaxed),
+        | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => {
+            guard_state::AOF_LOADED.store(false, Relaxed)
+        }
         raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
             let _ =
-                std::panic::catch_unwind(|| arm_restart_guard(&Context::new(ctx), Armed::Loaded));
+                std::panic::catch_unwind(|| guard_state::arm(&Context::new(ctx), Armed::Loaded));
         }
         _ => {}
     }
@@ -256,7 +234,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // that no token from before a crash can be handed out again, and loading
     // raises the counter to whatever was persisted (see fencing.rs).
     fencing::TOKENS.observe(fencing::start_seed(ffi::wall_micros()));
-    arm_restart_guard(ctx, Armed::Started);
+    guard_state::arm(ctx, Armed::Started);
     ffi::set_lock_type(datatype::raw_type());
     let raw_ctx = ctx.ctx;
     // SAFETY: called once from RedisModule_OnLoad with a valid ctx; all
@@ -285,7 +263,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             }
         }
         api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(info::info));
-        let events: [(u64, ServerEventHandler); 5] = [
+        let events: [(u64, ServerEventHandler); 6] = [
             (raw::REDISMODULE_EVENT_CRON_LOOP, reaper::on_cron),
             (raw::REDISMODULE_EVENT_FLUSHDB, blocking::on_flush),
             (raw::REDISMODULE_EVENT_SWAPDB, blocking::on_swapdb),
@@ -294,6 +272,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
                 on_role_change,
             ),
             (raw::REDISMODULE_EVENT_LOADING, on_loading),
+            (raw::REDISMODULE_EVENT_CONFIG, on_config),
         ];
         for (id, handler) in events {
             let event = raw::RedisModuleEvent { id, dataver: 1 };

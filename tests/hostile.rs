@@ -314,16 +314,31 @@ fn the_default_restart_guard_is_safe_and_explained() {
     };
     assert!(restore(&mut c, "r", &lock_payload(&h, b"m", 5, 5000, 1)).is_err());
 
+    // With an always-fsync'd AOF (and a short max TTL, to keep this quick):
     let aof = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut safe = Server::bare(&aof, &[]);
+    let started = std::time::Instant::now();
+    let mut safe = Server::bare(&aof, &["max-ttl-ms", "2000"]);
     let mut c = safe.conn();
     assert!(
         err(&mut c, "LOCK.ACQUIRE k a 1000").contains("TryAgain"),
         "first start: no AOF loaded"
     );
-    safe.restart(); // now an AOF (empty) is loaded
+    // Restarted within that guard: the AOF loads, but the guard is kept
+    // (it is remembered in redis-lock.guard next to the data).
+    safe.restart();
     let mut c = safe.conn();
+    if started.elapsed() < std::time::Duration::from_millis(1500) {
+        assert!(
+            err(&mut c, "LOCK.ACQUIRE k a 1000").contains("TryAgain"),
+            "guard lost by a restart"
+        );
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2100).saturating_sub(started.elapsed()));
     assert!(int(&mut c, "LOCK.ACQUIRE k a 1000") > 0);
+    // Once it has passed, a restart that loads the AOF needs no guard.
+    safe.restart();
+    let mut c = safe.conn();
+    assert!(int(&mut c, "LOCK.ACQUIRE k2 a 1000") > 0);
     assert!(safe.log().contains("restart guard off"));
 
     // Without the RDB preamble a rewrite drops the token counter: guard on.
@@ -355,4 +370,28 @@ fn turning_the_aof_on_over_an_rdb_keeps_the_guard() {
     );
     let mut c = s.conn();
     assert!(err(&mut c, "LOCK.ACQUIRE job bob 300000").contains("TryAgain"));
+}
+
+/// Persistence made incomplete at run time (`CONFIG SET appendonly no`)
+/// leaves an AOF that lacks grants: the next load is guarded, whatever the
+/// config says by then.
+#[test]
+fn an_aof_left_stale_by_config_set_is_not_trusted() {
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut s = Server::with(&aof, &["restart-delay-ms", "1000"]);
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // the first start's guard
+    s.restart();
+    let mut c = s.conn();
+    assert!(
+        int(&mut c, "LOCK.ACQUIRE k alice 50000") > 0,
+        "a complete AOF: no guard"
+    );
+    q(&mut c, "CONFIG SET appendonly no").unwrap();
+    int(&mut c, "LOCK.ACQUIRE k2 alice 50000"); // not in the AOF
+    s.restart(); // the command line still says appendonly yes + always
+    let mut c = s.conn();
+    assert!(
+        err(&mut c, "LOCK.ACQUIRE k2 bob 50000").contains("TryAgain"),
+        "stale AOF trusted"
+    );
 }

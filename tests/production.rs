@@ -37,14 +37,17 @@ fn the_shipped_include_restarts_without_a_guard() {
     let dir = std::env::temp_dir().join(format!("redis-lock-prod-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let include = include_file(&dir);
-    let mut s = Server::configured(&["--include", include.to_str().unwrap()]);
+    // The shipped lines, with a short max TTL so the first guard passes soon.
+    let include = include.to_str().unwrap();
+    let mut s = Server::configured(&["--include", include, "--lock.max-ttl-ms", "1500"]);
     let mut c = s.conn();
     // A first start cannot tell a new disk from a wiped one: guarded.
-    assert!(err(&mut c, "LOCK.ACQUIRE lock:job alice 30000").contains("TryAgain"));
+    assert!(err(&mut c, "LOCK.ACQUIRE lock:job alice 1000").contains("TryAgain"));
+    std::thread::sleep(std::time::Duration::from_millis(1600));
     s.restart(); // kill -9: the always-fsync'd AOF is loaded, no guard
     let mut c = s.conn();
     assert!(
-        int(&mut c, "LOCK.ACQUIRE lock:job alice 30000") > 0,
+        int(&mut c, "LOCK.ACQUIRE lock:job alice 1000") > 0,
         "no guard after an AOF load"
     );
     let config: Vec<String> = redis::cmd("CONFIG")
@@ -58,7 +61,9 @@ fn the_shipped_include_restarts_without_a_guard() {
         .arg("lock.max-ttl-ms")
         .query(&mut c)
         .unwrap();
-    assert_eq!(ttl[1], "600000");
+    assert_eq!(ttl[1], "1500");
+    let shipped = std::fs::read_to_string(repo("deploy/redis-lock.conf")).unwrap();
+    assert!(shipped.contains("lock.max-ttl-ms 600000"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -100,10 +100,11 @@ fn restart_guard_refuses_new_locks_but_not_holders() {
 fn no_guard_with_an_always_fsynced_aof() {
     let mut s = Server::with(
         &["--appendonly", "yes", "--appendfsync", "always"],
-        &["restart-delay-ms", "60000"],
+        &["restart-delay-ms", "1000"],
     );
     // The first start loaded no AOF (a new disk looks like a wiped one).
     assert!(err(&mut s.conn(), "LOCK.ACQUIRE k a 1000").contains("TryAgain"));
+    std::thread::sleep(Duration::from_millis(1100));
     s.restart();
     let mut c = s.conn();
     assert!(int(&mut c, "LOCK.ACQUIRE k a 1000") > 0);

@@ -38,6 +38,49 @@ pub fn refusal(left: Millis) -> String {
     )
 }
 
+/// What outlives a restart about the guard (kept in a small file next to
+/// the data, see `glue/guard_state.rs`): until when new locks stay refused
+/// (wall clock, ms), and whether persistence was incomplete at some point
+/// since (an AOF written then lacks grants, whatever the config says now).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Marker {
+    pub until_unix_ms: u64,
+    pub tainted: bool,
+}
+
+impl Marker {
+    pub fn parse(text: &str) -> Option<Marker> {
+        let mut words = text.split_whitespace();
+        let until_unix_ms = words.next()?.parse().ok()?;
+        let tainted = words.next()? == "1";
+        Some(Marker {
+            until_unix_ms,
+            tainted,
+        })
+    }
+
+    pub fn format(&self) -> String {
+        format!("{} {}\n", self.until_unix_ms, u8::from(self.tainted))
+    }
+}
+
+/// The guard after loading data: none if it came from a complete AOF
+/// written while persistence stayed complete, else `full_delay`; and never
+/// shorter than what a guard armed before the restart still had left.
+pub fn delay_after_load(
+    complete: bool,
+    full_delay: Millis,
+    marker: Marker,
+    now_unix_ms: u64,
+) -> Millis {
+    let base = if complete && !marker.tainted {
+        0
+    } else {
+        full_delay
+    };
+    base.max(marker.until_unix_ms.saturating_sub(now_unix_ms))
+}
+
 /// The log line that says what the guard does and why.
 pub fn describe(why: &str, delay: Millis, complete_persistence: bool) -> String {
     if complete_persistence {
@@ -78,6 +121,24 @@ mod tests {
         assert_eq!(remaining(clock::now_ms() + 10_001), None);
         assert!(refusal(5).starts_with("TRYAGAIN "));
         arm(0);
+    }
+
+    #[test]
+    fn a_guard_survives_a_restart_and_a_taint_forces_one() {
+        let m = Marker {
+            until_unix_ms: 10_000,
+            tainted: false,
+        };
+        assert_eq!(Marker::parse(&m.format()), Some(m));
+        assert_eq!(Marker::parse("garbage"), None);
+        // A complete AOF loaded after the old guard ran out: no guard.
+        assert_eq!(delay_after_load(true, 600, m, 20_000), 0);
+        // Restarted while the old guard still had 4 s left: those 4 s stay.
+        assert_eq!(delay_after_load(true, 600, m, 6_000), 4_000);
+        // Persistence was incomplete at some point: the full guard.
+        let tainted = Marker { tainted: true, ..m };
+        assert_eq!(delay_after_load(true, 600, tainted, 20_000), 600);
+        assert_eq!(delay_after_load(false, 600, Marker::default(), 20_000), 600);
     }
 
     #[test]
