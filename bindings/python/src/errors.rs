@@ -65,7 +65,11 @@ pub fn to_py(py: Python<'_>, context: &str, err: Error) -> PyErr {
             let _ = value.setattr("message", &why);
             (exc, vec![(node, why)], None)
         }
-        other => (LockError::new_err(format!("{context}: {other}")), vec![], None),
+        other => (
+            LockError::new_err(format!("{context}: {other}")),
+            vec![],
+            None,
+        ),
     };
     let value = exc.value(py);
     let _ = value.setattr("failures", failures);

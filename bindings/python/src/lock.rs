@@ -43,7 +43,11 @@ impl Shared {
     }
 
     fn stop_watchdog(&self) {
-        let handle = self.watchdog.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let handle = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(h) = handle {
             h.abort();
         }
@@ -169,7 +173,12 @@ impl Lock {
 
     /// What leaving a `with` block does with the release's outcome: an
     /// error in the block wins; a lost lock is reported as LockLost.
-    pub fn exit_outcome(&self, py: Python<'_>, released: PyResult<()>, body_raised: bool) -> PyResult<bool> {
+    pub fn exit_outcome(
+        &self,
+        py: Python<'_>,
+        released: PyResult<()>,
+        body_raised: bool,
+    ) -> PyResult<bool> {
         match released {
             Ok(()) => Ok(false),
             Err(_) if body_raised => Ok(false),
@@ -262,7 +271,9 @@ impl Lock {
         self.usable()?;
         let ttl = self.checked_ttl(ttl)?;
         let context = self.shared.context();
-        spawn_with_callback(done, context, extend(self.shared.clone(), ttl), |_, ()| Ok(None))
+        spawn_with_callback(done, context, extend(self.shared.clone(), ttl), |_, ()| {
+            Ok(None)
+        })
     }
 
     /// Async release for AsyncLock (see `_extend_async`).

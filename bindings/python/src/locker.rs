@@ -84,7 +84,9 @@ impl Locker {
 #[pymethods]
 impl Locker {
     #[new]
-    #[pyo3(text_signature = "(urls, ttl=10.0, *, node_timeout=None, retry_count=None, retry_delay=(0.05, 0.25), drift_factor=0.01, fencing=True)")]
+    #[pyo3(
+        text_signature = "(urls, ttl=10.0, *, node_timeout=None, retry_count=None, retry_delay=(0.05, 0.25), drift_factor=0.01, fencing=True)"
+    )]
     #[pyo3(signature = (urls, ttl=10.0, *, node_timeout=None, retry_count=None, retry_delay=(0.05, 0.25), drift_factor=0.01, fencing=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(

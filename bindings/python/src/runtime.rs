@@ -48,9 +48,8 @@ where
     let mut handle = rt.spawn(fut);
     loop {
         // The timer is made inside block_on: it needs the runtime's context.
-        let polled = py.detach(|| {
-            rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut handle).await })
-        });
+        let polled = py
+            .detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_POLL, &mut handle).await }));
         match polled {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(join)) => {

@@ -9,12 +9,12 @@ Cancelling the awaiting task cancels the Rust operation.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Generator, List, Optional, Sequence
 
 from ._native import Lock, Locker, LockError, LockLost
 
 
-def _settle(future: asyncio.Future, result: Any, error: Optional[BaseException]) -> None:
+def _settle(future: "asyncio.Future[Any]", result: Any, error: Optional[BaseException]) -> None:
     if future.done():  # cancelled meanwhile
         return
     if error is not None:
@@ -91,7 +91,7 @@ class _Acquisition:
     async def _acquire(self) -> AsyncLock:
         return AsyncLock(await _run(self._start))
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, AsyncLock]:
         return self._acquire().__await__()
 
     async def __aenter__(self) -> AsyncLock:
@@ -131,11 +131,14 @@ class AsyncLocker:
     ) -> _Acquisition:
         """Acquire ``name`` (see Locker.lock); await the result or use it
         with ``async with``. Bad arguments raise ValueError/TypeError there."""
-        kwargs = dict(ttl=ttl, auto_renew=auto_renew, reentrant=reentrant, owner=owner)
-        return _Acquisition(lambda done: self._locker._lock_async(done, name, wait, **kwargs))
+        return _Acquisition(
+            lambda done: self._locker._lock_async(
+                done, name, wait, ttl=ttl, auto_renew=auto_renew, reentrant=reentrant, owner=owner
+            )
+        )
 
     @property
-    def urls(self) -> list:
+    def urls(self) -> List[str]:
         return self._locker.urls
 
     @property
