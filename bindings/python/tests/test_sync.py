@@ -185,3 +185,30 @@ def test_bad_extend_ttl(servers):
             lock.extend(0.0001)
         with pytest.raises(TypeError):
             lock.extend("30")
+
+
+def test_per_call_ttl_overrides_the_lockers(servers):
+    locker = Locker(servers(1), ttl=10.0)
+    with locker.lock("x", ttl=30.0) as lock:
+        assert lock.ttl == 30.0
+        assert lock.validity > 10.0
+
+
+def test_a_dropped_lock_is_released_in_the_background(servers):
+    import gc
+
+    locker = Locker(servers(3))
+    lock = locker.lock("dropped", ttl=60.0)
+    del lock
+    gc.collect()
+    # Without the background release this would wait for the 60 s TTL.
+    locker.lock("dropped", wait=30.0).release()
+
+
+def test_help_is_useful():
+    assert "majority" in Locker.__doc__
+    assert "Taken" in Locker.lock.__doc__
+    assert "lost" in Locker(["redis://127.0.0.1:1"]).lock.__doc__
+    from redis_lock_client import Lock
+
+    assert "fencing" in Lock.token.__doc__.lower()
