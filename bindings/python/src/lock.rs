@@ -24,9 +24,11 @@ use tokio::task::AbortHandle;
 pub struct Shared {
     core: CoreLocker,
     lock: Mutex<CoreLock>,
-    /// Serialises extends (watchdog vs. `extend()`), so neither overwrites
-    /// the other's newer validity with an older one.
-    extending: tokio::sync::Mutex<()>,
+    /// Serialises extends and releases (watchdog, `extend()`, `release()`
+    /// from several threads): no extend overwrites a newer validity with an
+    /// older one, and a second concurrent release sees the first's outcome
+    /// instead of reporting the lock as lost.
+    ops: tokio::sync::Mutex<()>,
     lost: AtomicBool,
     released: AtomicBool,
     watchdog: Mutex<Option<AbortHandle>>,
@@ -55,7 +57,7 @@ impl Shared {
 }
 
 async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> Result<(), Error> {
-    let _one_at_a_time = shared.extending.lock().await;
+    let _one_at_a_time = shared.ops.lock().await;
     let mut lock = shared.snapshot().clone();
     if let Some(ttl) = ttl {
         lock.set_ttl(ttl);
@@ -75,6 +77,10 @@ async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> Result<(), Error>
 
 async fn release(shared: Arc<Shared>) -> Result<(), Error> {
     shared.stop_watchdog();
+    let _one_at_a_time = shared.ops.lock().await;
+    if shared.released.load(Ordering::SeqCst) {
+        return Ok(());
+    }
     let lock = shared.snapshot().clone();
     match shared.core.unlock(&lock).await {
         Ok(()) => {
@@ -140,7 +146,7 @@ impl Lock {
         let shared = Arc::new(Shared {
             core,
             lock: Mutex::new(lock),
-            extending: tokio::sync::Mutex::new(()),
+            ops: tokio::sync::Mutex::new(()),
             lost: AtomicBool::new(false),
             released: AtomicBool::new(false),
             watchdog: Mutex::new(None),

@@ -6,6 +6,7 @@ use crate::errors;
 use crate::lock::Lock;
 use crate::runtime::{self, block_on};
 use crate::spawn::{spawn_with_callback, Pending};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use redis_lock_client::{Builder, Error, Lock as CoreLock, LockOptions, Locker as CoreLocker};
 use std::future::Future;
@@ -93,7 +94,7 @@ impl Locker {
         urls: Vec<String>,
         ttl: f64,
         node_timeout: Option<f64>,
-        retry_count: Option<u32>,
+        retry_count: Option<i64>,
         retry_delay: (f64, f64),
         drift_factor: f64,
         fencing: bool,
@@ -110,6 +111,12 @@ impl Locker {
             builder = builder.node_timeout(args::positive_seconds("node_timeout", t)?);
         }
         if let Some(n) = retry_count {
+            let n = u32::try_from(n).ok().filter(|&n| n >= 1).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "retry_count must be from 1 to {}, got {n}",
+                    u32::MAX
+                ))
+            })?;
             builder = builder.retry_count(n);
         }
         let core = builder

@@ -138,6 +138,25 @@ def test_threads_share_a_locker_and_count_exactly(servers):
     assert count["n"] == 80
 
 
+def test_concurrent_releases_both_succeed(servers):
+    locker = Locker(servers(3))
+    lock = locker.lock("twice")
+    errors = []
+
+    def release():
+        try:
+            lock.release()
+        except Exception as e:  # noqa: BLE001 - any error fails the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=release) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and lock.released
+
+
 def test_lock_released_from_another_thread(servers):
     locker = Locker(servers(1))
     lock = locker.lock("cross")
@@ -160,6 +179,8 @@ def test_lock_released_from_another_thread(servers):
         (lambda: Locker(["redis://127.0.0.1:1"], ttl="10"), TypeError, "ttl"),
         (lambda: Locker(["redis://127.0.0.1:1"], node_timeout=60.0), ValueError, "node timeout"),
         (lambda: Locker(["redis://127.0.0.1:1"], drift_factor=2.0), ValueError, "drift"),
+        (lambda: Locker(["redis://127.0.0.1:1"], retry_count=-1), ValueError, "retry_count"),
+        (lambda: Locker(["redis://127.0.0.1:1"], retry_delay=(2.0, 1.0)), ValueError, "retry delay"),
         (lambda: Locker(["redis://127.0.0.1:1"]).lock(""), ValueError, "name"),
         (lambda: Locker(["redis://127.0.0.1:1"]).lock(7), TypeError, "name"),
         (lambda: Locker(["redis://127.0.0.1:1"]).lock("x", wait="5"), TypeError, "wait"),
