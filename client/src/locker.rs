@@ -47,6 +47,12 @@ impl Lock {
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
+    /// Change the TTL that the next [`Locker::extend`] resets the lock to
+    /// (the Python binding's `extend(ttl)`). Checked by the servers: a TTL
+    /// above `lock.max-ttl-ms` is `Rejected` there.
+    pub fn set_ttl(&mut self, ttl: Duration) {
+        self.ttl = ttl;
+    }
 }
 
 pub(crate) struct Inner {

@@ -1,0 +1,29 @@
+"""Distributed locks over Redis/Valkey servers running the redis-lock module.
+
+A thin binding of the Rust crate ``redis-lock-client`` (the Redlock quorum
+algorithm with fencing tokens and auto-renewal)::
+
+    from redis_lock_client import Locker, Taken, NoQuorum, LockLost
+    locker = Locker(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002",
+                     "redis://127.0.0.1:7003"], ttl=10.0)
+    with locker.lock("report", wait=5.0) as lock:
+        ...  # lock.token, lock.owner, lock.validity, lock.lost
+
+``AsyncLocker`` is the same for asyncio (``async with locker.lock(...)``).
+A Locker does not survive ``fork()``: create one in each process.
+"""
+
+from ._native import Lock, Locker, LockError, LockLost, NoQuorum, Rejected, Taken
+from ._aio import AsyncLock, AsyncLocker
+
+__all__ = [
+    "Locker",
+    "Lock",
+    "AsyncLocker",
+    "AsyncLock",
+    "LockError",
+    "Taken",
+    "NoQuorum",
+    "LockLost",
+    "Rejected",
+]

@@ -1,0 +1,20 @@
+//! Python bindings of the redis-lock quorum client (`redis_lock_client`):
+//! thin PyO3 wrappers over the Rust crate, which does all the locking.
+
+mod args;
+mod errors;
+mod lock;
+mod locker;
+mod runtime;
+mod spawn;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<locker::Locker>()?;
+    m.add_class::<lock::Lock>()?;
+    m.add_class::<spawn::Pending>()?;
+    errors::register(m)?;
+    Ok(())
+}

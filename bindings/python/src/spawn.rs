@@ -1,0 +1,66 @@
+//! The asyncio bridge, Rust half: run a core future on the runtime and
+//! hand its outcome to a Python callback `done(result, error)`, called on a
+//! runtime thread. The Python half (`_aio.py`) forwards it to the event
+//! loop with `loop.call_soon_threadsafe`, and cancels through `Pending`.
+//!
+//! Why not pyo3-async-runtimes: its tokio runtime is a process-wide
+//! once-cell that cannot be replaced, so in a forked child (multiprocessing's
+//! default start method on Linux) every future would hang on the parent's
+//! runtime, whose threads the child does not have. This bridge uses the
+//! per-process runtime of `runtime.rs`, and it is thirty lines.
+
+use crate::errors;
+use crate::runtime;
+use pyo3::prelude::*;
+use redis_lock_client::Error;
+use std::future::Future;
+use tokio::task::AbortHandle;
+
+/// An operation in flight; `cancel()` drops it (asyncio cancellation).
+#[pyclass(module = "redis_lock_client", frozen)]
+pub struct Pending {
+    abort: AbortHandle,
+}
+
+#[pymethods]
+impl Pending {
+    /// Drop the operation. An acquisition cancelled mid-way may leave the
+    /// lock held on some servers until its TTL runs out.
+    fn cancel(&self) {
+        self.abort.abort();
+    }
+}
+
+/// Spawn `work`; when it ends, call `done(convert(value), None)` or
+/// `done(None, exception)`. `context` prefixes error messages.
+pub fn spawn_with_callback<T, F, C>(
+    done: Py<PyAny>,
+    context: String,
+    work: F,
+    convert: C,
+) -> PyResult<Pending>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T, Error>> + Send + 'static,
+    C: FnOnce(Python<'_>, T) -> PyResult<Option<Py<PyAny>>> + Send + 'static,
+{
+    let rt = runtime::runtime()?;
+    let task = rt.spawn(async move {
+        let outcome = work.await;
+        Python::attach(|py| {
+            let (value, error) = match outcome.map_err(|e| errors::to_py(py, &context, e)) {
+                Ok(v) => match convert(py, v) {
+                    Ok(obj) => (obj, None),
+                    Err(e) => (None, Some(e.into_value(py))),
+                },
+                Err(e) => (None, Some(e.into_value(py))),
+            };
+            if let Err(e) = done.call1(py, (value, error)) {
+                e.write_unraisable(py, None);
+            }
+        });
+    });
+    Ok(Pending {
+        abort: task.abort_handle(),
+    })
+}

@@ -1,0 +1,132 @@
+"""The asyncio API: same shape, and the event loop keeps running."""
+
+import asyncio
+
+import pytest
+
+from redis_lock_client import AsyncLocker, LockLost, Taken
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+def test_async_with_and_contention(servers):
+    urls = servers(3)
+
+    async def main():
+        locker = AsyncLocker(urls, ttl=10.0)
+        async with locker.lock("report", wait=5.0) as lock:
+            assert lock.token > 0 and lock.owner and 0 < lock.validity <= 10
+            assert not lock.lost
+            with pytest.raises(Taken):
+                await locker.lock("report", wait=0)
+        assert lock.released
+        plain = await locker.lock("report", auto_renew=False)
+        await plain.extend(30.0)
+        assert plain.ttl == 30.0
+        await plain.release()
+        return plain.token > lock.token
+
+    assert run(main())
+
+
+def test_waiting_does_not_block_the_event_loop(servers):
+    urls = servers(3)
+
+    async def main():
+        locker = AsyncLocker(urls)
+        holder = await locker.lock("busy")
+        ticks = 0
+
+        async def tick():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        async def release_after_ticks():
+            while ticks < 5:  # only reachable if the loop runs meanwhile
+                await asyncio.sleep(0.01)
+            await holder.release()
+
+        ticker = asyncio.create_task(tick())
+        releaser = asyncio.create_task(release_after_ticks())
+        async with locker.lock("busy", wait=60.0) as lock:
+            assert lock.token > holder.token
+        await releaser
+        ticker.cancel()
+
+    run(main())
+
+
+def test_tasks_count_exactly(servers):
+    urls = servers(3)
+
+    async def main():
+        locker = AsyncLocker(urls)
+        count = 0
+
+        async def work():
+            nonlocal count
+            for _ in range(10):
+                async with locker.lock("tasks", wait=60.0):
+                    seen = count
+                    await asyncio.sleep(0)
+                    count = seen + 1
+
+        await asyncio.gather(*(work() for _ in range(5)))
+        return count
+
+    assert run(main()) == 50
+
+
+def test_cancelling_a_wait_leaves_the_holder_alone(servers):
+    urls = servers(1)
+
+    async def main():
+        locker = AsyncLocker(urls)
+        holder = await locker.lock("held")
+        waiter = asyncio.create_task(_take(locker))
+        await asyncio.sleep(0.1)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert not holder.lost
+        await holder.release()
+
+    async def _take(locker):
+        return await locker.lock("held", wait=60.0)
+
+    run(main())
+
+
+def test_lost_in_async_with(servers):
+    urls = servers(3)
+
+    async def main():
+        locker = AsyncLocker(urls, ttl=1.0)
+        with pytest.raises(LockLost):
+            async with locker.lock("fragile") as lock:
+                for server in servers.started[:2]:
+                    server.stop()
+                for _ in range(600):
+                    if lock.lost:
+                        break
+                    await asyncio.sleep(0.05)
+                assert lock.lost
+
+    run(main())
+
+
+def test_bad_arguments_raise_at_the_await(servers):
+    async def main():
+        locker = AsyncLocker(["redis://127.0.0.1:1"])
+        with pytest.raises(ValueError, match="name"):
+            await locker.lock("")
+        with pytest.raises(TypeError):
+            await locker.lock("x", wait="soon")
+
+    run(main())
+    with pytest.raises(ValueError):
+        AsyncLocker([])

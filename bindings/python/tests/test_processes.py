@@ -1,0 +1,88 @@
+"""Several processes on one lock name. Children are forked (Linux's
+default), so each makes its own Locker; one inherited from the parent
+must refuse to work."""
+
+import multiprocessing
+
+import pytest
+
+from redis_lock_client import Locker, Taken
+
+fork = multiprocessing.get_context("fork")
+
+
+def _race(urls, start, done, results):
+    locker = Locker(urls)
+    start.wait()
+    try:
+        lock = locker.lock("race", wait=0, auto_renew=False)
+        results.put(("won", lock.token))
+        done.wait()  # hold it until every racer has tried
+        lock.release()
+    except Taken:
+        results.put(("taken", None))
+
+
+def test_two_processes_racing_exactly_one_wins(servers):
+    urls = servers(3)
+    start, done, results = fork.Barrier(2), fork.Event(), fork.Queue()
+    racers = [fork.Process(target=_race, args=(urls, start, done, results)) for _ in range(2)]
+    for p in racers:
+        p.start()
+    outcomes = sorted(results.get(timeout=60)[0] for _ in racers)
+    done.set()
+    for p in racers:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert outcomes == ["taken", "won"]
+
+
+def _increment(urls, path, times):
+    locker = Locker(urls)
+    for _ in range(times):
+        with locker.lock("counter", wait=120.0):
+            value = int(path.read_text())
+            path.write_text(str(value + 1))
+
+
+def test_eight_processes_count_exactly(servers, counter_file):
+    urls = servers(3)
+    Locker(urls).lock("warm-up").release()  # the parent has a runtime to inherit
+    workers = [fork.Process(target=_increment, args=(urls, counter_file, 15)) for _ in range(8)]
+    for p in workers:
+        p.start()
+    for p in workers:
+        p.join(timeout=300)
+        assert p.exitcode == 0
+    assert int(counter_file.read_text()) == 8 * 15
+
+
+def _use_inherited(locker, lock, results):
+    for call in (lambda: locker.lock("x"), lock.release):
+        try:
+            call()
+            results.put("worked")
+        except RuntimeError as e:
+            results.put(str(e))
+
+
+def test_a_forked_child_does_not_inherit_a_working_locker(servers):
+    locker = Locker(servers(1))
+    lock = locker.lock("parent")
+    results = fork.Queue()
+    child = fork.Process(target=_use_inherited, args=(locker, lock, results))
+    child.start()
+    messages = [results.get(timeout=60) for _ in range(2)]
+    child.join(timeout=60)
+    for message in messages:
+        assert "forked child" in message and "create a new Locker" in message
+    # The child's attempts did not disturb the parent's lock.
+    assert not lock.lost
+    lock.release()
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_children():
+    yield
+    for p in multiprocessing.active_children():
+        p.kill()
