@@ -278,13 +278,8 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             let event = raw::RedisModuleEvent { id, dataver: 1 };
             api!(RedisModule_SubscribeToServerEvent)(raw_ctx, event, Some(handler));
         }
-        // Any change to a key with waiters may free its lock (DEL, SET...).
-        api!(RedisModule_SubscribeToKeyspaceEvents)(
-            raw_ctx,
-            raw::REDISMODULE_NOTIFY_ALL,
-            Some(blocking::on_keyspace_event),
-        );
     }
+    blocking::init_timer_context(raw_ctx);
     set_acl_categories(ctx, raw_ctx);
     Status::Ok
 }

@@ -366,3 +366,45 @@ fn a_writable_replica_refuses_client_lock_commands() {
     }
     assert!(status(&mut r, "k").is_some(), "replication still applies");
 }
+
+/// MOVE and COPY ... DB leave the client in the database it selected (on
+/// Valkey 8.1 a module's keyspace-event subscription used to switch it), and
+/// a lock moved away from waiters is handed to them at once.
+#[test]
+fn move_and_copy_keep_the_selected_database_and_wake_waiters() {
+    let s = Server::with(&[], &[]);
+    let mut c = s.conn();
+    q(&mut c, "SET a 1").unwrap();
+    assert_eq!(int(&mut c, "MOVE a 1"), 1);
+    q(&mut c, "SET b 2").unwrap();
+    q(&mut c, "SET c 3").unwrap();
+    assert_eq!(int(&mut c, "COPY c c2 DB 2"), 1);
+    q(&mut c, "SET d 4").unwrap();
+    assert_eq!(
+        int(&mut c, "EXISTS b d"),
+        2,
+        "writes after MOVE/COPY went elsewhere"
+    );
+    let client: String = redis::cmd("CLIENT").arg("INFO").query(&mut c).unwrap();
+    assert!(client.contains(" db=0 "), "{client}");
+
+    int(&mut c, "LOCK.ACQUIRE job holder 60000");
+    let port = s.port;
+    let waiter = std::thread::spawn(move || {
+        let mut w = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        q(&mut w, "LOCK.ACQUIRE job waiter 5000 WAIT 5000")
+    });
+    assert!(eventually(Duration::from_secs(5), || {
+        status(&mut c, "job").is_some_and(|s| s.4 == 1)
+    }));
+    assert_eq!(int(&mut c, "MOVE job 3"), 1);
+    let got = waiter.join().unwrap().unwrap();
+    assert!(
+        matches!(got, Value::Int(t) if t > 0),
+        "the waiter got {got:?}"
+    );
+    assert_eq!(status(&mut c, "job").unwrap().0, b"waiter");
+}

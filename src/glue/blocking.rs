@@ -4,9 +4,9 @@
 //!
 //! A key with waiters is "settled" whenever its lock may have gone away:
 //! right after LOCK.RELEASE and lazy or active expiry, from a module timer
-//! armed for the lock's deadline, and (deferred to a 0 ms timer, since a
-//! keyspace notification must not write) after DEL, UNLINK, overwrite,
-//! FLUSHALL and friends. Settling expires a lock past its deadline and grants
+//! armed for the lock's deadline, and (deferred to a 0 ms timer, since the
+//! data type's unlink callback must not write) after DEL, UNLINK, overwrite,
+//! RENAME/MOVE away, and on FLUSHALL/SWAPDB events. Settling expires a lock past its deadline and grants
 //! a free key to the head waiter with a fresh token, replicated as an effect.
 //!
 //! Blocked-client lifecycle (Redis 7.0 `module.c`): Redis frees a handle
@@ -388,21 +388,33 @@ fn take_back(context: &Context, undelivered: (i32, Box<[u8]>, Box<[u8]>, u64)) {
     }));
 }
 
-/// Keyspace events (DEL, UNLINK, SET over the key, RENAME away, native
-/// expiry...): settle keys with waiters on the next event-loop turn.
-pub unsafe extern "C" fn on_keyspace_event(
-    ctx: RawCtx,
-    _type: c_int,
-    _event: *const std::ffi::c_char,
-    key: RawString,
-) -> c_int {
-    let _ = std::panic::catch_unwind(|| {
-        let ctx = Ctx(ctx);
-        if waiting(ctx, key) > 0 {
-            arm(ctx, key_id(ctx, key), 0);
-        }
-    });
-    raw::REDISMODULE_OK as c_int
+/// A context for timers armed outside any command or event (the data
+/// type's unlink callback); created once at load, never freed.
+static TIMER_CTX: std::sync::atomic::AtomicPtr<raw::RedisModuleCtx> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Called once from OnLoad.
+pub fn init_timer_context(ctx: RawCtx) {
+    // SAFETY: valid ctx during OnLoad; a detached context lives as long as
+    // the module and only serves as the owner of timers.
+    let detached = unsafe { api!(RedisModule_GetDetachedThreadSafeContext)(ctx) };
+    TIMER_CTX.store(detached, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A lock value left the keyspace (DEL, UNLINK, overwritten, RENAME or MOVE
+/// away, native expiry, RESTORE REPLACE...): if anyone waits for its key,
+/// settle it on the next event-loop turn (an unlink callback must not
+/// write). Called from the data type's `unlink2` callback, on the main
+/// thread. Replaces a keyspace-event subscription, which cost a callback
+/// for every write to any key and, on Valkey 8.1, changed the database a
+/// client had selected after MOVE / COPY ... DB.
+pub fn on_lock_unlinked(db: i32, name: &[u8]) {
+    let id: KeyId = (db, name.into());
+    let ctx = TIMER_CTX.load(std::sync::atomic::Ordering::Relaxed);
+    if ctx.is_null() || queues().is_empty() || queues().waiting(&id) == 0 {
+        return;
+    }
+    arm(Ctx(ctx), id, 0);
 }
 
 /// FLUSHDB / FLUSHALL: settle every key with waiters in the flushed db(s).

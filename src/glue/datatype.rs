@@ -40,7 +40,7 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
         copy2: None,
         free_effort2: None,
         mem_usage2: None,
-        unlink2: None,
+        unlink2: Some(unlink2),
     },
 );
 
@@ -193,6 +193,18 @@ unsafe extern "C" fn mem_usage(ptr: *const c_void) -> usize {
 unsafe extern "C" fn free(ptr: *mut c_void) {
     drop(Box::from_raw(ptr.cast::<Lock>()));
     stats::lock_freed();
+}
+
+/// A lock left the keyspace: wake whoever waits for its key (blocking.rs).
+unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
+    // SAFETY: Redis passes a live option context for this key.
+    let (name, db) = (
+        crate::glue::ffi::api!(RedisModule_GetKeyNameFromOptCtx)(ctx),
+        crate::glue::ffi::api!(RedisModule_GetDbIdFromOptCtx)(ctx),
+    );
+    let _ = std::panic::catch_unwind(|| {
+        crate::glue::blocking::on_lock_unlinked(db, crate::glue::ffi::bytes(name))
+    });
 }
 
 /// COPY: an independent lock with the same owner, token and deadline.
