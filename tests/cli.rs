@@ -169,6 +169,36 @@ fn losing_the_lock_stops_the_command_with_its_own_exit_code() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// After exit 76 the CLI releases what is left on the nodes still up (their
+/// copies were refreshed by the failed renewals), instead of leaving them
+/// held until their TTL.
+#[test]
+fn a_lost_lock_is_released_where_it_is_left() {
+    let mut nodes: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let mut run = cli(
+        &nodes,
+        &[
+            "run", "--ttl", "3s", "--grace", "0s", "left", "--", "sleep", "30",
+        ],
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    assert!(eventually(Duration::from_secs(5), || {
+        redis_lock_testkit::status(&mut nodes[4].conn(), "left").is_some()
+    }));
+    for n in &mut nodes[..3] {
+        n.kill();
+    }
+    assert_eq!(run.wait().unwrap().code(), Some(76));
+    for n in &nodes[3..] {
+        assert!(
+            redis_lock_testkit::status(&mut n.conn(), "left").is_none(),
+            "left held after exit 76"
+        );
+    }
+}
+
 #[test]
 fn sigterm_is_forwarded_and_the_lock_released() {
     let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();

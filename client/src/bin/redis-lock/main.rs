@@ -135,7 +135,10 @@ async fn stop_after_loss(
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
         let _ = child.kill().await;
     }
-    drop(guard); // best-effort release of whatever is left
+    // Release whatever is left on the nodes that still answer, before the
+    // runtime (and with it any background task) is gone; bounded, since a
+    // lost lock usually means unreachable nodes.
+    let _ = tokio::time::timeout(Duration::from_secs(1), guard.unlock()).await;
     ExitCode::from(exit::LOST)
 }
 
