@@ -18,13 +18,7 @@ fn locker(urls: &[String]) -> Locker {
 
 /// `LOCK.ACQUIRE` calls this server has seen (INFO commandstats).
 fn acquire_calls(s: &Server) -> u64 {
-    let text: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut s.conn())
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_lock.acquire:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    command_calls(&mut s.conn(), "lock.acquire")
 }
 
 fn cli(servers: &str, args: &[&str]) -> std::process::Output {

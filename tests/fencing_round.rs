@@ -11,14 +11,7 @@ use redis_lock_testkit::shim::ClockOffset;
 use std::time::Duration;
 
 fn fence_calls(node: &Server) -> u64 {
-    let text: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut node.conn())
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_lock.fence:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
+    command_calls(&mut node.conn(), "lock.fence")
 }
 
 fn tokens(nodes: &[Server], name: &str) -> Vec<i64> {

@@ -154,10 +154,7 @@ fn stored_values_that_break_the_invariants_are_refused() {
     // most 60 s above the clock), so no payload can push the counter out of
     // reach of a restart; the largest token is refused, one near now is not.
     assert!(restore(&mut c, "top", &lock_payload(&h, b"a", max, 5000, 1)).is_err());
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64;
+    let now_us = redis_lock_client::quorum::unix_micros();
     let hour_ahead = lock_payload(&h, b"a", now_us + 3_600_000_000, 5000, 1);
     assert!(restore(&mut c, "top", &hour_ahead).is_err());
     restore(

@@ -147,10 +147,7 @@ fn tokens_increase_across_a_restart_without_data_after_fence() {
     let mut s = Server::with(&[], &[]); // restart-delay-ms 0: no guard to wait for
     let mut c = s.conn();
     int(&mut c, "LOCK.ACQUIRE f a 10000");
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as i64;
+    let now_us = redis_lock_client::quorum::unix_micros() as i64;
     let too_far = now_us + 120_000_000;
     assert!(err(&mut c, &format!("LOCK.FENCE f a {too_far}")).contains("above this server's clock"));
     let ahead = now_us + 59_900_000; // as far as the server allows, nearly
@@ -316,10 +313,7 @@ fn tokens_increase_across_a_promotion_that_missed_grants() {
     let mut p = primary.conn();
     replica.signal("STOP");
     int(&mut p, "LOCK.ACQUIRE k alice 100000");
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as i64;
+    let now_us = redis_lock_client::quorum::unix_micros() as i64;
     let fenced = int(
         &mut p,
         &format!("LOCK.FENCE k alice {}", now_us + 59_000_000),

@@ -409,11 +409,20 @@ pub fn init_timer_context(ctx: RawCtx) {
 /// for every write to any key and, on Valkey 8.1, changed the database a
 /// client had selected after MOVE / COPY ... DB.
 pub fn on_lock_unlinked(db: i32, name: &[u8]) {
-    let id: KeyId = (db, name.into());
     let ctx = TIMER_CTX.load(std::sync::atomic::Ordering::Relaxed);
-    if ctx.is_null() || queues().is_empty() || queues().waiting(&id) == 0 {
-        return;
-    }
+    let id: KeyId = {
+        let q = queues();
+        // The hot path (every release unlinks its lock): nobody waits
+        // anywhere, so no key copy and no second look at the queues.
+        if ctx.is_null() || q.is_empty() {
+            return;
+        }
+        let id = (db, name.into());
+        if q.waiting(&id) == 0 {
+            return;
+        }
+        id
+    };
     arm(Ctx(ctx), id, 0);
 }
 

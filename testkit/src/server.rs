@@ -428,6 +428,16 @@ pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// How many times `command` (lower case, e.g. `lock.fence`) has run on the
+/// server behind `con` (INFO commandstats; 0 if never).
+pub fn command_calls(con: &mut redis::Connection, command: &str) -> u64 {
+    let text: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
 pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> String {
     let text: String = redis::cmd("INFO").arg(section).query(con).unwrap();
     text.lines()
