@@ -15,26 +15,33 @@ const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kin
 const OK: c_int = redis_module::raw::REDISMODULE_OK as c_int;
 
 /// Declares the `extern "C"` entry point Redis calls for a command: builds
-/// the argv slice and runs the handler behind the panic guard.
+/// the argv slice and runs the handler behind the panic guard. A command
+/// that writes is refused to clients of a replica before its handler runs.
 macro_rules! entry_point {
-    ($extern_name:ident => $handler:ident) => {
+    ($extern_name:ident => $handler:ident, writes: $writes:literal) => {
         pub extern "C" fn $extern_name(ctx: RawCtx, argv: *mut RawString, argc: c_int) -> c_int {
             guard(ctx, || {
                 // SAFETY: Redis passes argc valid strings in argv.
                 let argv = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
-                $handler(Ctx(ctx), argv);
+                let ctx = Ctx(ctx);
+                if $writes && writable_replica_client(ctx) {
+                    ctx.error(REPLICA);
+                } else {
+                    $handler(ctx, argv);
+                }
                 OK
             })
         }
     };
 }
 
-entry_point!(acquire_command => acquire);
-entry_point!(release_command => release);
-entry_point!(extend_command => extend);
-entry_point!(status_command => status);
-entry_point!(apply_command => apply);
-entry_point!(fence_command => fence);
+entry_point!(acquire_command => acquire, writes: true);
+entry_point!(release_command => release, writes: true);
+entry_point!(extend_command => extend, writes: true);
+entry_point!(status_command => status, writes: false);
+// LOCK.APPLY is accepted only from a primary or the AOF (checked inside).
+entry_point!(apply_command => apply, writes: false);
+entry_point!(fence_command => fence, writes: true);
 
 /// Most arguments after the key any LOCK.* command accepts
 /// (`owner ttl-ms WAIT timeout-ms REENTRANT MINTOKEN token`), plus one so a
@@ -55,9 +62,6 @@ fn rest(argv: &[RawString]) -> ([&[u8]; MAX_REST], usize) {
 
 /// `LOCK.ACQUIRE key owner ttl-ms [WAIT timeout-ms] [REENTRANT]`
 fn acquire(ctx: Ctx, argv: &[RawString]) {
-    if writable_replica_client(ctx) {
-        return ctx.error(REPLICA);
-    }
     if argv.len() < 4 {
         return ctx.error(&args::wrong_arity("lock.acquire"));
     }
@@ -120,9 +124,6 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
 /// `LOCK.RELEASE key owner` -> 1 released (or one hold dropped), 0 other
 /// owner, -1 not held.
 fn release(ctx: Ctx, argv: &[RawString]) {
-    if writable_replica_client(ctx) {
-        return ctx.error(REPLICA);
-    }
     if argv.len() != 3 {
         return ctx.error(&args::wrong_arity("lock.release"));
     }
@@ -217,9 +218,6 @@ fn expire_now(ctx: Ctx, key: &mut Key, name: RawString) {
 
 /// `LOCK.EXTEND key owner ttl-ms` -> 1 extended, 0 other owner, -1 not held.
 fn extend(ctx: Ctx, argv: &[RawString]) {
-    if writable_replica_client(ctx) {
-        return ctx.error(REPLICA);
-    }
     if argv.len() != 4 {
         return ctx.error(&args::wrong_arity("lock.extend"));
     }
@@ -257,9 +255,6 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
 /// `LOCK.FENCE key owner token` -> the lock's token after raising it to at
 /// least `token` (and the server's counter with it), 0 other owner, -1 not held.
 fn fence(ctx: Ctx, argv: &[RawString]) {
-    if writable_replica_client(ctx) {
-        return ctx.error(REPLICA);
-    }
     if argv.len() != 4 {
         return ctx.error(&args::wrong_arity("lock.fence"));
     }
