@@ -30,7 +30,9 @@ for p in $(shuf -i 20000-45000 -n 5); do # a port taken meanwhile: try another
 done
 [ -n "$SERVER" ] || { echo "redis-server did not start:"; cat "$DIR/server.out"; exit 1; }
 PIDS=(); ROUND=0
-trap 'kill "${PIDS[@]}" 2>/dev/null; kill -CONT $SERVER 2>/dev/null; kill -TERM $SERVER 2>/dev/null || true' EXIT
+# On failure, never leave the server behind: TERM, then KILL if it lingers
+# (one survived a failed run under valgrind).
+trap 'kill "${PIDS[@]}" 2>/dev/null; kill -CONT $SERVER 2>/dev/null; kill -TERM $SERVER 2>/dev/null; sleep 2; kill -KILL $SERVER 2>/dev/null || true' EXIT
 until_true() { # until_true <tries of 0.1 s> <command...>
   local n=$1; shift
   for _ in $(seq "$n"); do "$@" && return 0; sleep 0.1; done
