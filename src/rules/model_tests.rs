@@ -125,7 +125,7 @@ impl Sim {
 #[test]
 fn rules_match_the_model_on_random_sequences() {
     for seed in 1..=200u64 {
-        let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let (mut model, mut sim) = (Model::default(), Sim::default());
         let mut now: Millis = 1;
         let mut last_new_token = 0;
