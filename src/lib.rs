@@ -85,7 +85,7 @@ const COMMANDS: [CommandSpec; 6] = [
         flags: c"write fast",
         arity: 3,
         key_flags: RW | raw::REDISMODULE_CMD_KEY_DELETE,
-        summary: c"Release a lock held by owner: 1 released, 0 held by another owner, -1 not held",
+        summary: c"Release a lock held by owner (and withdraw owner's queued WAITs on it): 1 released, 0 held by another owner, -1 not held",
         acl_categories: "write fast",
     },
     CommandSpec {

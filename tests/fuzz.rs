@@ -47,7 +47,7 @@ fn read_reply(r: &mut BufReader<TcpStream>) -> String {
 }
 
 fn random_arg(rng: &mut StdRng) -> Vec<u8> {
-    let pool: [&[u8]; 16] = [
+    let pool: [&[u8]; 17] = [
         b"alice",
         b"bob",
         b"0",
@@ -59,6 +59,7 @@ fn random_arg(rng: &mut StdRng) -> Vec<u8> {
         b"WAIT",
         b"REENTRANT",
         b"reentrant",
+        b"TICKET",
         b"",
         b"1.5",
         b" 7",

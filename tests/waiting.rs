@@ -1,4 +1,5 @@
-//! LOCK.ACQUIRE ... WAIT: FIFO hand-off inside the server.
+//! LOCK.ACQUIRE ... WAIT: hand-off inside the server, in order of (TICKET,
+//! arrival); LOCK.RELEASE withdrawing the owner's queued WAITs.
 
 mod common;
 use common::*;
@@ -628,4 +629,295 @@ fn a_take_back_during_a_write_pause_waits_for_its_end() {
     );
     assert_eq!(owner(&mut c, "k").as_deref(), Some("next"));
     assert_eq!(info_field(&mut c, "lock", "lock_handoffs"), "2");
+}
+
+/// Queue a waiter `owner` on `key` with `extra` options after `WAIT timeout`.
+fn queue_one(
+    port: u16,
+    c: &mut redis::Connection,
+    key: &str,
+    owner: &str,
+    timeout: &str,
+    extra: &[&str],
+) -> Pending {
+    let before = waiters(c, key);
+    let mut words = vec!["LOCK.ACQUIRE", key, owner, "30000", "WAIT", timeout];
+    words.extend_from_slice(extra);
+    let p = Pending::send(port, &words);
+    wait_for_waiters(c, key, before + 1);
+    p
+}
+
+/// TICKET orders the queue: a quorum client sends one ticket to every node
+/// so that all of them serve their waiters in the same order.
+#[test]
+fn tickets_are_served_lowest_first_not_by_arrival() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut last = int(&mut c, "LOCK.ACQUIRE k holder 30000");
+    let mut pending: std::collections::HashMap<&str, Pending> = ["30", "10", "20"]
+        .into_iter()
+        .map(|t| {
+            let owner = format!("t{t}");
+            (
+                t,
+                queue_one(s.port, &mut c, "k", &owner, "20000", &["TICKET", t]),
+            )
+        })
+        .collect();
+    let mut releaser = "holder".to_string();
+    for t in ["10", "20", "30"] {
+        assert_eq!(int(&mut c, &format!("LOCK.RELEASE k {releaser}")), 1);
+        let token = pending.remove(t).unwrap().token().expect("granted");
+        assert!(token > last);
+        releaser = format!("t{t}");
+        assert_eq!(owner(&mut c, "k"), Some(releaser.clone()), "ticket order");
+        assert_eq!(status(&mut c, "k").unwrap().1, token);
+        last = token;
+    }
+    assert_eq!(info_field(&mut c, "lock", "lock_waiters"), "0");
+}
+
+/// A waiter without TICKET gets the server's clock in µs at its arrival,
+/// the scale of clients' tickets: a ticket from an hour ago goes ahead of
+/// it, one an hour from now behind it.
+#[test]
+fn a_waiter_without_ticket_is_placed_by_its_arrival_time() {
+    let s = Server::start();
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE k holder 30000");
+    let hour = 3_600_000_000u64;
+    let now = redis_lock_client::quorum::unix_micros();
+    let future = (now + hour).to_string();
+    let past = (now - hour).to_string();
+    let mut queued = vec![
+        (
+            "future",
+            queue_one(s.port, &mut c, "k", "future", "20000", &["TICKET", &future]),
+        ),
+        (
+            "plain",
+            queue_one(s.port, &mut c, "k", "plain", "20000", &[]),
+        ),
+        (
+            "past",
+            queue_one(s.port, &mut c, "k", "past", "20000", &["ticket", &past]),
+        ),
+    ];
+    let mut releaser = "holder";
+    for expected in ["past", "plain", "future"] {
+        assert_eq!(int(&mut c, &format!("LOCK.RELEASE k {releaser}")), 1);
+        assert_eq!(owner(&mut c, "k").as_deref(), Some(expected));
+        let at = queued.iter().position(|(o, _)| *o == expected).unwrap();
+        assert!(queued.remove(at).1.token().is_some());
+        releaser = expected;
+    }
+}
+
+/// Every malformed TICKET is refused with a clear error, on a free key as
+/// on a held one: nothing granted, nothing queued, nothing counted.
+#[test]
+fn bad_ticket_arguments_are_refused_and_change_nothing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let token = int(&mut c, "LOCK.ACQUIRE held holder 30000");
+    let acquired = info_field(&mut c, "lock", "lock_acquired");
+    let cases = [
+        ("TICKET 5", "option TICKET needs WAIT"),
+        ("TICKET 5 REENTRANT", "option TICKET needs WAIT"),
+        ("WAIT 100 TICKET", "option TICKET needs a ticket"),
+        (
+            "WAIT 100 TICKET 0",
+            "TICKET ticket must be a positive integer",
+        ),
+        (
+            "WAIT 100 TICKET -3",
+            "TICKET ticket must be a positive integer",
+        ),
+        (
+            "WAIT 100 TICKET 1.5",
+            "TICKET ticket must be a positive integer",
+        ),
+        (
+            "WAIT 100 TICKET soon",
+            "TICKET ticket must be a positive integer",
+        ),
+        (
+            "WAIT 100 TICKET 9007199254740992",
+            "TICKET ticket is above the maximum (9007199254740991)",
+        ),
+        (
+            "WAIT 100 TICKET 1 TICKET 2",
+            "option TICKET given more than once",
+        ),
+        (
+            "TICKET 1 ticket 2 WAIT 100",
+            "option TICKET given more than once",
+        ),
+    ];
+    for key in ["held", "free"] {
+        for (options, expected) in cases {
+            let e = err(&mut c, &format!("LOCK.ACQUIRE {key} b 1000 {options}"));
+            assert!(e.contains(expected), "{key} {options}: {e}");
+        }
+    }
+    assert_eq!(status(&mut c, "free"), None, "the free key stays free");
+    let (o, t, _, holds, waiting) = status(&mut c, "held").unwrap();
+    assert_eq!(
+        (o.as_slice(), t, holds, waiting),
+        (&b"holder"[..], token, 1, 0)
+    );
+    assert_eq!(info_field(&mut c, "lock", "lock_acquired"), acquired);
+    assert_eq!(info_field(&mut c, "lock", "lock_waits"), "0");
+    // The largest ticket is accepted; a free key is granted at once.
+    let granted = int(
+        &mut c,
+        "LOCK.ACQUIRE free b 1000 WAIT 100 TICKET 9007199254740991",
+    );
+    assert!(granted > token, "a ticket never delays a free lock");
+}
+
+/// LOCK.RELEASE by an owner that only waits (a quorum client that won on
+/// other nodes) replies 0, leaves the holder alone, and ends that owner's
+/// WAIT on this key at once with nil; other waiters stay.
+#[test]
+fn release_by_a_queued_owner_withdraws_its_wait() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let held = int(&mut c, "LOCK.ACQUIRE k holder 30000");
+    int(&mut c, "LOCK.ACQUIRE k2 holder2 30000");
+    let quitter =
+        queue_one(s.port, &mut c, "k", "q", "20000", &[]).with_timeout(Duration::from_secs(2));
+    let other = queue_one(s.port, &mut c, "k", "other", "20000", &[]);
+    let elsewhere = queue_one(s.port, &mut c, "k2", "q", "20000", &[]);
+    let started = Instant::now();
+    assert_eq!(int(&mut c, "LOCK.RELEASE k q"), 0, "reply unchanged");
+    assert_eq!(quitter.token(), None, "nil, like a timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let (o, t, ..) = status(&mut c, "k").unwrap();
+    assert_eq!(
+        (o.as_slice(), t),
+        (&b"holder"[..], held),
+        "the holder's lock intact"
+    );
+    assert_eq!(waiters(&mut c, "k"), 1, "the other owner still waits");
+    assert_eq!(waiters(&mut c, "k2"), 1, "q's wait on another key stays");
+    assert_eq!(info_field(&mut c, "lock", "lock_waits_withdrawn"), "1");
+    assert_eq!(info_field(&mut c, "lock", "lock_wait_timeouts"), "0");
+    assert_eq!(int(&mut c, "LOCK.RELEASE k holder"), 1);
+    assert!(other.token().is_some());
+    assert_eq!(owner(&mut c, "k").as_deref(), Some("other"));
+    assert_eq!(int(&mut c, "LOCK.RELEASE k2 holder2"), 1);
+    assert!(elsewhere.token().is_some());
+    assert_eq!(owner(&mut c, "k2").as_deref(), Some("q"));
+    assert_eq!(info_field(&mut c, "lock", "lock_waiters"), "0");
+}
+
+/// A holder that also has a request queued on its key (two connections)
+/// releases: the queued request is withdrawn before the hand-off, so the
+/// lock goes to the next owner instead of back to it. Also from MULTI and
+/// Lua, where the release cannot block but still withdraws.
+#[test]
+fn release_withdraws_before_the_hand_off_also_in_multi_and_lua() {
+    let s = Server::start();
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE k holder 30000");
+    let x1 = queue_one(s.port, &mut c, "k", "x", "20000", &[]);
+    let x2 = queue_one(s.port, &mut c, "k", "x", "20000", &[]).with_timeout(Duration::from_secs(2));
+    let y = queue_one(s.port, &mut c, "k", "y", "20000", &[]);
+    assert_eq!(int(&mut c, "LOCK.RELEASE k holder"), 1);
+    assert!(x1.token().is_some(), "x holds the lock");
+    assert_eq!(int(&mut c, "LOCK.RELEASE k x"), 1);
+    assert_eq!(x2.token(), None, "x's other request withdrawn");
+    assert!(y.token().is_some(), "handed to the next owner");
+    assert_eq!(owner(&mut c, "k").as_deref(), Some("y"));
+
+    let z = queue_one(s.port, &mut c, "k", "z", "20000", &[]).with_timeout(Duration::from_secs(2));
+    let replies: Vec<Value> = redis::pipe()
+        .atomic()
+        .cmd("LOCK.RELEASE")
+        .arg("k")
+        .arg("z")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(replies, vec![Value::Int(0)]);
+    assert_eq!(z.token(), None, "withdrawn from MULTI/EXEC");
+    let z = queue_one(s.port, &mut c, "k", "z", "20000", &[]).with_timeout(Duration::from_secs(2));
+    let w = queue_one(s.port, &mut c, "k", "w", "20000", &[]);
+    let script = "return redis.call('LOCK.RELEASE', KEYS[1], ARGV[1])";
+    let reply: i64 = redis::cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg("k")
+        .arg("z")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(reply, 0);
+    assert_eq!(z.token(), None, "withdrawn from a script");
+    assert_eq!(waiters(&mut c, "k"), 1);
+    assert_eq!(int(&mut c, "LOCK.RELEASE k y"), 1);
+    assert!(w.token().is_some());
+    assert_eq!(info_field(&mut c, "lock", "lock_waits_withdrawn"), "3");
+}
+
+/// A withdrawn waiter gives its blocked-client handle back (the reply goes
+/// through the same unblock as a timeout): 2,000 withdrawn waiters, one
+/// RELEASE each and one RELEASE for a thousand of one owner, leave
+/// used_memory where it was.
+#[test]
+fn withdrawn_waiters_give_their_memory_back() {
+    let s = Server::start();
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE k holder 600000");
+    let round = |c: &mut redis::Connection, n: usize| {
+        // Distinct owners, one RELEASE each.
+        for batch in 0..n.div_ceil(400) {
+            let pending = queue_waiters(s.port, c, "k", 200);
+            for i in 0..200 {
+                assert_eq!(int(c, &format!("LOCK.RELEASE k q{i}")), 0);
+            }
+            for mut p in pending {
+                assert_eq!(
+                    p.reply(),
+                    "$-1",
+                    "batch {batch}: a withdrawn WAIT replies nil"
+                );
+            }
+            wait_for_waiters(c, "k", 0);
+        }
+        // One owner, one RELEASE for all of its requests.
+        for _ in 0..n.div_ceil(400) {
+            let mut conns: Vec<Pending> = (0..200).map(|_| Pending::connect(s.port)).collect();
+            for p in conns.iter_mut() {
+                p.write(&["LOCK.ACQUIRE", "k", "same", "1000", "WAIT", "0"]);
+            }
+            wait_for_waiters(c, "k", 200);
+            assert_eq!(int(c, "LOCK.RELEASE k same"), 0);
+            for p in conns.iter_mut() {
+                assert_eq!(p.reply(), "$-1");
+            }
+            wait_for_waiters(c, "k", 0);
+        }
+    };
+    // Warm up (client pools, allocator classes), then measure.
+    round(&mut c, 400);
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = used_memory(&mut c);
+    round(&mut c, 2000);
+    let mut after = 0;
+    let settled = eventually(Duration::from_secs(15), || {
+        after = used_memory(&mut c);
+        after - before < 1 << 20
+    });
+    eprintln!("used_memory {before} before, {after} after 2,000 withdrawn waiters");
+    assert!(
+        settled,
+        "used_memory {before} before, {after} after 2,000 withdrawn waiters"
+    );
+    assert_eq!(info_field(&mut c, "lock", "lock_waits_withdrawn"), "2400");
+    assert_eq!(owner(&mut c, "k").as_deref(), Some("holder"));
 }

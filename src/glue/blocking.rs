@@ -1,6 +1,7 @@
-//! Server-side waiting (LOCK.ACQUIRE ... WAIT): blocked clients queued FIFO
-//! per key (`waiters.rs`), and the hand-off of a freed lock to the head of
-//! its queue.
+//! Server-side waiting (LOCK.ACQUIRE ... WAIT): blocked clients queued per
+//! key in order of (ticket, arrival) (`waiters.rs`), the hand-off of a freed
+//! lock to the head of its queue, and LOCK.RELEASE withdrawing its owner's
+//! queued WAITs.
 //!
 //! A key with waiters is "settled" whenever its lock may have gone away:
 //! right after LOCK.RELEASE and lazy or active expiry, from a module timer
@@ -104,7 +105,13 @@ pub fn block(
     // SAFETY: bc was just created and is not yet unblocked.
     unsafe { api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect)) };
     let id = key_id(ctx, name);
-    queues().push(
+    let mut q = queues();
+    // Without TICKET: the arrival time, on the scale clients use.
+    let ticket = match req.ticket {
+        Some(ticket) => ticket,
+        None => q.arrival_ticket(crate::glue::ffi::wall_micros()),
+    };
+    q.push(
         id.clone(),
         Waiter {
             handle: bc as usize,
@@ -112,8 +119,10 @@ pub fn block(
             ttl: req.ttl,
             min_token: req.min_token,
             deadline,
+            ticket,
         },
     );
+    drop(q);
     stats::waited();
     arm(ctx, id, check_in);
     if let Some(at) = deadline {
@@ -142,6 +151,28 @@ fn arm_deadline(ctx: Ctx, at: Millis) {
     let delay = (at + 1).saturating_sub(clock::now_ms());
     let timer = context.create_timer(Duration::from_millis(delay), on_deadline, ());
     *slot = Some((timer, at));
+}
+
+/// LOCK.RELEASE by `owner`: its WAITs still queued for `name` (selected db)
+/// reply nil at once, as on a timeout (a quorum client that won elsewhere
+/// takes back its request). Only replies: nothing is written or propagated,
+/// so no write-pause check is needed (a client's RELEASE waits out a pause
+/// anyway), and MULTI and scripts behave the same. Other owners' waiters,
+/// and `owner`'s waiters on other keys, stay queued.
+pub fn withdraw(ctx: Ctx, name: RawString, owner: &[u8]) {
+    let (id, gone) = {
+        let mut q = queues();
+        if q.is_empty() {
+            return; // the hot path: nobody waits anywhere
+        }
+        let id = key_id(ctx, name);
+        let gone = q.withdraw(&id, owner);
+        (id, gone)
+    };
+    for w in gone {
+        stats::wait_withdrawn();
+        unblock(w.handle, Outcome::TimedOut, &id, w.owner);
+    }
 }
 
 /// Time out every waiter whose WAIT deadline has come, then re-arm for the

@@ -44,9 +44,9 @@ entry_point!(apply_command => apply, writes: false);
 entry_point!(fence_command => fence, writes: true);
 
 /// Most arguments after the key any LOCK.* command accepts
-/// (`owner ttl-ms WAIT timeout-ms REENTRANT MINTOKEN token`), plus one so a
-/// surplus is seen.
-const MAX_REST: usize = 8;
+/// (`owner ttl-ms WAIT timeout-ms REENTRANT MINTOKEN token TICKET ticket`),
+/// plus one so a surplus is seen.
+const MAX_REST: usize = 10;
 
 /// argv after the key, as byte slices, without a heap allocation (this is
 /// the hot path). Longer argv is cut at MAX_REST, which every parser
@@ -60,7 +60,8 @@ fn rest(argv: &[RawString]) -> ([&[u8]; MAX_REST], usize) {
     (out, n)
 }
 
-/// `LOCK.ACQUIRE key owner ttl-ms [WAIT timeout-ms] [REENTRANT]`
+/// `LOCK.ACQUIRE key owner ttl-ms [WAIT timeout-ms] [REENTRANT] [MINTOKEN token]
+/// [TICKET ticket]`
 fn acquire(ctx: Ctx, argv: &[RawString]) {
     if argv.len() < 4 {
         return ctx.error(&args::wrong_arity("lock.acquire"));
@@ -122,7 +123,8 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
 }
 
 /// `LOCK.RELEASE key owner` -> 1 released (or one hold dropped), 0 other
-/// owner, -1 not held.
+/// owner, -1 not held. Then `owner`'s WAITs queued for the key reply nil
+/// (withdrawn), and a freed lock goes to the head of the queue.
 fn release(ctx: Ctx, argv: &[RawString]) {
     if argv.len() != 3 {
         return ctx.error(&args::wrong_arity("lock.release"));
@@ -159,6 +161,9 @@ fn release(ctx: Ctx, argv: &[RawString]) {
     };
     drop(key);
     ctx.reply_int(outcome.reply());
+    // Before the hand-off, so that a lock just released is not handed
+    // straight back to the same owner's queued request.
+    blocking::withdraw(ctx, name, owner);
     blocking::settle(ctx, name);
 }
 

@@ -38,6 +38,11 @@ pub struct AcquireArgs<'a> {
     /// that a quorum's nodes can hand out the same token and skip the
     /// fencing round (see fencing.rs).
     pub min_token: u64,
+    /// `TICKET t` (only with WAIT): the waiter's place in the key's queue,
+    /// which is ordered by (ticket, arrival). None: the server's clock in µs
+    /// at arrival. A quorum client sends the same ticket to every node, so
+    /// that all their queues agree on who is next.
+    pub ticket: Option<u64>,
 }
 
 pub type ArgResult<T> = Result<T, String>;
@@ -88,7 +93,8 @@ fn parse_u64(raw: &[u8]) -> Option<u64> {
 /// enough to stay a valid Redis timeout.
 pub const MAX_WAIT: Millis = i32::MAX as Millis;
 
-/// `owner ttl-ms [WAIT timeout-ms] [REENTRANT] [MINTOKEN token]` (argv after the key).
+/// `owner ttl-ms [WAIT timeout-ms] [REENTRANT] [MINTOKEN token] [TICKET ticket]`
+/// (argv after the key).
 pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<'a>> {
     let [raw_owner, raw_ttl, options @ ..] = args else {
         return Err(wrong_arity("lock.acquire"));
@@ -99,6 +105,7 @@ pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<
         wait: None,
         reentrant: false,
         min_token: 0,
+        ticket: None,
     };
     let mut rest = options.iter();
     while let Some(opt) = rest.next() {
@@ -115,6 +122,18 @@ pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<
                 .next()
                 .ok_or_else(|| "ERR option MINTOKEN needs a token".to_string())?;
             req.min_token = positive(raw, "MINTOKEN token", crate::rules::fencing::MAX_TOKEN)?;
+        } else if opt.eq_ignore_ascii_case(b"TICKET") {
+            if req.ticket.is_some() {
+                return Err("ERR option TICKET given more than once".into());
+            }
+            let raw = rest
+                .next()
+                .ok_or_else(|| "ERR option TICKET needs a ticket".to_string())?;
+            req.ticket = Some(positive(
+                raw,
+                "TICKET ticket",
+                crate::rules::fencing::MAX_TOKEN,
+            )?);
         } else if opt.eq_ignore_ascii_case(b"WAIT") {
             if req.wait.is_some() {
                 return Err("ERR option WAIT given more than once".into());
@@ -129,6 +148,9 @@ pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<
         } else {
             return Err(format!("ERR unknown option '{}'", printable(opt)));
         }
+    }
+    if req.ticket.is_some() && req.wait.is_none() {
+        return Err("ERR option TICKET needs WAIT (it orders the wait queue)".into());
     }
     Ok(req)
 }
@@ -214,6 +236,31 @@ mod tests {
         assert!(parse(&["a", "5", "MINTOKEN", "1", "MINTOKEN", "2"])
             .unwrap_err()
             .contains("more than once"));
+    }
+
+    #[test]
+    fn ticket_is_a_positive_integer_given_once_with_wait() {
+        let a = parse(&["a", "5", "WAIT", "10", "ticket", "42"]).unwrap();
+        assert_eq!(a.ticket, Some(42));
+        let a = parse(&["a", "5", "TiCkEt", "9007199254740991", "wait", "0"]).unwrap();
+        assert_eq!((a.ticket, a.wait), (Some(9007199254740991), Some(0)));
+        assert_eq!(parse(&["a", "5", "WAIT", "10"]).unwrap().ticket, None);
+        let err = |args: &[&str]| parse(args).unwrap_err();
+        assert!(err(&["a", "5", "WAIT", "10", "TICKET"]).contains("needs a ticket"));
+        for bad in ["0", "-1", "1.5", "x", "", "99999999999999999999999"] {
+            let e = err(&["a", "5", "WAIT", "10", "TICKET", bad]);
+            assert_eq!(e, "ERR TICKET ticket must be a positive integer", "{bad:?}");
+        }
+        assert_eq!(
+            err(&["a", "5", "WAIT", "10", "TICKET", "9007199254740992"]),
+            "ERR TICKET ticket is above the maximum (9007199254740991)"
+        );
+        assert_eq!(
+            err(&["a", "5", "WAIT", "1", "TICKET", "1", "TICKET", "2"]),
+            "ERR option TICKET given more than once"
+        );
+        assert!(err(&["a", "5", "TICKET", "7"]).starts_with("ERR option TICKET needs WAIT"));
+        assert!(err(&["a", "5", "TICKET", "7", "REENTRANT"]).contains("needs WAIT"));
     }
 
     #[test]

@@ -14,6 +14,7 @@ static WRONG_OWNER: AtomicU64 = AtomicU64::new(0);
 static WAITS: AtomicU64 = AtomicU64::new(0);
 static HANDOFFS: AtomicU64 = AtomicU64::new(0);
 static WAIT_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+static WAITS_WITHDRAWN: AtomicU64 = AtomicU64::new(0);
 
 pub fn lock_created() {
     HELD.fetch_add(1, Relaxed);
@@ -48,9 +49,12 @@ pub fn handed_off() {
 pub fn wait_timed_out() {
     WAIT_TIMEOUTS.fetch_add(1, Relaxed);
 }
+pub fn wait_withdrawn() {
+    WAITS_WITHDRAWN.fetch_add(1, Relaxed);
+}
 
 /// A snapshot of every counter, named as INFO shows them.
-pub fn counters() -> [(&'static str, u64); 11] {
+pub fn counters() -> [(&'static str, u64); 12] {
     [
         ("held", HELD.load(Relaxed).max(0) as u64),
         ("acquired", ACQUIRED.load(Relaxed)),
@@ -62,6 +66,7 @@ pub fn counters() -> [(&'static str, u64); 11] {
         ("waits", WAITS.load(Relaxed)),
         ("handoffs", HANDOFFS.load(Relaxed)),
         ("wait_timeouts", WAIT_TIMEOUTS.load(Relaxed)),
+        ("waits_withdrawn", WAITS_WITHDRAWN.load(Relaxed)),
         ("last_token", crate::rules::fencing::TOKENS.last()),
     ]
 }

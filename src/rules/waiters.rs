@@ -1,20 +1,32 @@
-//! FIFO queues of clients waiting for a lock (LOCK.ACQUIRE ... WAIT).
-//! Pure Rust: the handle type `H` is whatever the glue uses to identify a
-//! blocked client (`blocking.rs` uses the blocked-client pointer).
+//! Wait queues of clients waiting for a lock (LOCK.ACQUIRE ... WAIT), one
+//! per key, served in order of (ticket, arrival). Pure Rust: the handle
+//! type `H` is whatever the glue uses to identify a blocked client
+//! (`blocking.rs` uses the blocked-client pointer).
 //!
-//! Every waiter costs O(1) memory; pushing, popping the head, and removing
-//! any waiter (timeout, disconnect) are O(log n) in its key's queue.
+//! A waiter's ticket is its `TICKET` or, without one, the server's clock in
+//! µs at its arrival (the glue passes it in): the scale clients use for
+//! their tickets (their clock in µs when their lock() call began), so that
+//! both kinds interleave by time. A quorum client sends one ticket to all
+//! its nodes, and every node's queue then puts its waiters in one order.
+//!
+//! Every waiter costs O(1) memory; pushing, popping the head, removing any
+//! waiter (timeout, disconnect) and withdrawing an owner's waiters (per
+//! waiter withdrawn) are O(log n) in its key's queue.
 //!
 //! WAIT deadlines are kept here too, ordered across all keys, so that the
 //! glue needs only one timer (for the earliest deadline) to time waiters
 //! out promptly instead of on the server's `hz` tick.
 
 use crate::rules::lock::Millis;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 
 /// A key in a given database.
 pub type KeyId = (i32, Box<[u8]>);
+
+/// A waiter's place in its queue: (ticket, arrival sequence). The sequence
+/// is unique across all queues, so equal tickets are served by arrival.
+type Place = (u64, u64);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter<H> {
@@ -25,23 +37,43 @@ pub struct Waiter<H> {
     pub min_token: u64,
     /// When the WAIT gives up (`clock::now_ms` scale); None waits forever.
     pub deadline: Option<Millis>,
+    /// Orders the queue (lowest first): `TICKET`, or the arrival time in µs.
+    pub ticket: u64,
 }
 
 #[derive(Debug)]
 struct Queue<H> {
-    /// Arrival sequence -> waiter: the first entry is the head.
-    waiters: BTreeMap<u64, Waiter<H>>,
+    /// Place -> waiter: the first entry is the head.
+    waiters: BTreeMap<Place, Waiter<H>>,
+    /// Owner -> the places of its waiters (LOCK.RELEASE withdraws them).
+    by_owner: HashMap<Box<[u8]>, BTreeSet<Place>>,
     /// Pending check timer for this key (the glue's timer id), if any.
     timer: Option<u64>,
+}
+
+impl<H> Queue<H> {
+    /// Take the waiter at `place` out of this queue's maps.
+    fn take(&mut self, place: &Place) -> Option<Waiter<H>> {
+        let waiter = self.waiters.remove(place)?;
+        if let Some(places) = self.by_owner.get_mut(&waiter.owner) {
+            places.remove(place);
+            if places.is_empty() {
+                self.by_owner.remove(&waiter.owner);
+            }
+        }
+        Some(waiter)
+    }
 }
 
 #[derive(Debug)]
 pub struct Queues<H> {
     by_key: HashMap<KeyId, Queue<H>>,
-    by_handle: HashMap<H, (KeyId, u64)>,
+    by_handle: HashMap<H, (KeyId, Place)>,
     /// (deadline, arrival sequence) -> waiter, for every waiter with a deadline.
     deadlines: BTreeMap<(Millis, u64), H>,
     last_seq: u64,
+    /// The latest ticket given for an arrival time (see `arrival_ticket`).
+    last_arrival: u64,
 }
 
 impl<H: Copy + Eq + Hash> Default for Queues<H> {
@@ -51,50 +83,94 @@ impl<H: Copy + Eq + Hash> Default for Queues<H> {
             by_handle: HashMap::new(),
             deadlines: BTreeMap::new(),
             last_seq: 0,
+            last_arrival: 0,
         }
     }
 }
 
 impl<H: Copy + Eq + Hash> Queues<H> {
-    /// Queue a waiter at the tail of `key`'s queue.
+    /// The ticket of a waiter without `TICKET` arriving at wall-clock
+    /// `now_micros`: that time, but never below an earlier arrival's, so a
+    /// wall clock stepped back cannot put a later plain waiter ahead of an
+    /// earlier one.
+    pub fn arrival_ticket(&mut self, now_micros: u64) -> u64 {
+        self.last_arrival = self.last_arrival.max(now_micros);
+        self.last_arrival
+    }
+
+    /// Queue a waiter in `key`'s queue, after every waiter with a lower or
+    /// equal ticket and before every waiter with a higher one.
     pub fn push(&mut self, key: KeyId, waiter: Waiter<H>) {
         self.last_seq += 1;
-        self.by_handle
-            .insert(waiter.handle, (key.clone(), self.last_seq));
+        let place = (waiter.ticket, self.last_seq);
+        self.by_handle.insert(waiter.handle, (key.clone(), place));
         if let Some(at) = waiter.deadline {
             self.deadlines.insert((at, self.last_seq), waiter.handle);
         }
-        self.by_key
-            .entry(key)
-            .or_insert_with(|| Queue {
-                waiters: BTreeMap::new(),
-                timer: None,
-            })
-            .waiters
-            .insert(self.last_seq, waiter);
+        let queue = self.by_key.entry(key).or_insert_with(|| Queue {
+            waiters: BTreeMap::new(),
+            by_owner: HashMap::new(),
+            timer: None,
+        });
+        queue
+            .by_owner
+            .entry(waiter.owner.clone())
+            .or_default()
+            .insert(place);
+        queue.waiters.insert(place, waiter);
     }
 
     /// Take the head of `key`'s queue.
     pub fn pop_front(&mut self, key: &KeyId) -> Option<Waiter<H>> {
         let queue = self.by_key.get_mut(key)?;
-        let (seq, waiter) = queue.waiters.pop_first()?;
-        self.by_handle.remove(&waiter.handle);
-        if let Some(at) = waiter.deadline {
-            self.deadlines.remove(&(at, seq));
-        }
+        let place = *queue.waiters.first_key_value()?.0;
+        let waiter = queue.take(&place)?;
+        self.forget(&waiter, place);
         self.drop_if_idle(key);
         Some(waiter)
     }
 
     /// Take a waiter out wherever it is (timeout, disconnect).
     pub fn remove(&mut self, handle: H) -> Option<(KeyId, Waiter<H>)> {
-        let (key, seq) = self.by_handle.remove(&handle)?;
-        let waiter = self.by_key.get_mut(&key)?.waiters.remove(&seq)?;
+        let (key, place) = self.by_handle.remove(&handle)?;
+        let waiter = self.by_key.get_mut(&key)?.take(&place)?;
+        self.forget(&waiter, place);
+        self.drop_if_idle(&key);
+        Some((key, waiter))
+    }
+
+    /// Take out every waiter of `owner` in `key`'s queue (LOCK.RELEASE by
+    /// that owner withdraws them), in queue order. Other owners' waiters on
+    /// the key and `owner`'s waiters on other keys stay.
+    pub fn withdraw(&mut self, key: &KeyId, owner: &[u8]) -> Vec<Waiter<H>> {
+        let Some(places) = self
+            .by_key
+            .get_mut(key)
+            .and_then(|q| q.by_owner.remove(owner))
+        else {
+            return Vec::new();
+        };
+        let mut gone = Vec::with_capacity(places.len());
+        for place in places {
+            let taken = self
+                .by_key
+                .get_mut(key)
+                .and_then(|q| q.waiters.remove(&place));
+            if let Some(waiter) = taken {
+                self.forget(&waiter, place);
+                gone.push(waiter);
+            }
+        }
+        self.drop_if_idle(key);
+        gone
+    }
+
+    /// Drop the handle and deadline entries of a waiter taken out of its queue.
+    fn forget(&mut self, waiter: &Waiter<H>, (_, seq): Place) {
+        self.by_handle.remove(&waiter.handle);
         if let Some(at) = waiter.deadline {
             self.deadlines.remove(&(at, seq));
         }
-        self.drop_if_idle(&key);
-        Some((key, waiter))
     }
 
     /// The earliest WAIT deadline of any waiter.
@@ -182,7 +258,26 @@ mod tests {
             owner: format!("o{h}").into_bytes().into(),
             ttl: 100,
             deadline: None,
+            ticket: 1_000,
         }
+    }
+
+    fn ticketed(h: u32, ticket: u64) -> Waiter<u32> {
+        Waiter {
+            ticket,
+            ..waiter(h)
+        }
+    }
+
+    fn owned_by(h: u32, owner: &str) -> Waiter<u32> {
+        Waiter {
+            owner: owner.as_bytes().into(),
+            ..waiter(h)
+        }
+    }
+
+    fn drain(q: &mut Queues<u32>, k: &str) -> Vec<u32> {
+        std::iter::from_fn(|| q.pop_front(&key(k)).map(|w| w.handle)).collect()
     }
 
     fn waiter_until(h: u32, deadline: Millis) -> Waiter<u32> {
@@ -253,9 +348,135 @@ mod tests {
         let (k, w) = q.remove(3).unwrap();
         assert_eq!((k, w.handle), (key("a"), 3));
         assert_eq!(q.remove(3), None, "gone once");
-        let order: Vec<u32> =
-            std::iter::from_fn(|| q.pop_front(&key("a")).map(|w| w.handle)).collect();
-        assert_eq!(order, vec![1, 2, 4]);
+        assert_eq!(drain(&mut q, "a"), vec![1, 2, 4]);
+    }
+
+    #[test]
+    fn tickets_order_the_queue_then_arrival() {
+        let mut q = Queues::default();
+        q.push(key("a"), ticketed(1, 30));
+        q.push(key("a"), ticketed(2, 10));
+        q.push(key("a"), ticketed(3, 20));
+        q.push(key("a"), ticketed(4, 10)); // same ticket as 2: after it
+        q.push(key("b"), ticketed(5, 1)); // other keys do not mix in
+        assert_eq!(drain(&mut q, "a"), vec![2, 4, 3, 1]);
+        assert_eq!(drain(&mut q, "b"), vec![5]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_lower_ticket_goes_ahead_of_a_waiting_head() {
+        // Arrival-time tickets (µs) of waiters without TICKET, and a
+        // client's tickets from before and after them.
+        let mut q = Queues::default();
+        q.push(key("a"), ticketed(1, 1_700_000_000_000_000));
+        q.push(key("a"), ticketed(2, 1_700_000_000_000_500));
+        q.push(key("a"), ticketed(3, 1_800_000_000_000_000)); // far future
+        q.push(key("a"), ticketed(4, 1_600_000_000_000_000)); // far past
+        q.push(key("a"), ticketed(5, 1_700_000_000_000_100)); // in between
+        assert_eq!(q.pop_front(&key("a")).unwrap().handle, 4);
+        // A waiter given the lock that gives it back and queues again with
+        // its ticket keeps its place.
+        q.push(key("a"), ticketed(6, 1_600_000_000_000_000));
+        assert_eq!(drain(&mut q, "a"), vec![6, 1, 5, 2, 3]);
+    }
+
+    #[test]
+    fn arrival_tickets_follow_the_clock_but_never_go_back() {
+        let mut q: Queues<u32> = Queues::default();
+        assert_eq!(q.arrival_ticket(1_000), 1_000);
+        assert_eq!(q.arrival_ticket(5_000), 5_000);
+        assert_eq!(q.arrival_ticket(4_000), 5_000, "clock stepped back");
+        q.push(key("a"), ticketed(1, 5_000));
+        let t = q.arrival_ticket(4_500);
+        q.push(key("a"), ticketed(2, t));
+        assert_eq!(
+            drain(&mut q, "a"),
+            vec![1, 2],
+            "still first come, first served"
+        );
+        assert_eq!(q.arrival_ticket(9_000), 9_000);
+    }
+
+    #[test]
+    fn deadlines_and_removal_follow_the_waiter_wherever_its_ticket_put_it() {
+        let mut q = Queues::default();
+        q.push(
+            key("a"),
+            Waiter {
+                ticket: 50,
+                ..waiter_until(1, 10)
+            },
+        );
+        q.push(
+            key("a"),
+            Waiter {
+                ticket: 5,
+                ..waiter_until(2, 20)
+            },
+        );
+        q.push(key("a"), ticketed(3, 7));
+        let due: Vec<u32> = q.expire_due(15).iter().map(|(_, w)| w.handle).collect();
+        assert_eq!(due, vec![1]);
+        assert_eq!(q.remove(3).map(|(_, w)| w.handle), Some(3));
+        assert_eq!(q.pop_front(&key("a")).unwrap().handle, 2);
+        assert_eq!(q.next_deadline(), None);
+        assert_eq!(q.total(), 0);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn withdraw_takes_only_that_owners_waiters_on_that_key() {
+        let mut q = Queues::default();
+        q.push(
+            key("a"),
+            Waiter {
+                deadline: Some(40),
+                ..owned_by(1, "x")
+            },
+        );
+        q.push(key("a"), owned_by(2, "y"));
+        q.push(
+            key("a"),
+            Waiter {
+                ticket: 1,
+                ..owned_by(3, "x")
+            },
+        );
+        q.push(key("b"), owned_by(4, "x"));
+        q.push(key("a"), owned_by(5, "xx"));
+        assert!(q.withdraw(&key("a"), b"nobody").is_empty());
+        assert!(q.withdraw(&key("c"), b"x").is_empty());
+        let gone: Vec<u32> = q
+            .withdraw(&key("a"), b"x")
+            .iter()
+            .map(|w| w.handle)
+            .collect();
+        assert_eq!(gone, vec![3, 1], "queue order");
+        assert!(q.withdraw(&key("a"), b"x").is_empty(), "once");
+        assert_eq!(q.remove(1), None, "no handle left behind");
+        assert_eq!(q.next_deadline(), None, "nor its deadline");
+        assert_eq!((q.waiting(&key("a")), q.total()), (2, 3));
+        assert_eq!(drain(&mut q, "a"), vec![2, 5]);
+        assert_eq!(q.pop_front(&key("b")).unwrap().handle, 4);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn withdrawing_the_last_waiters_drops_the_queue_but_not_a_pending_timer() {
+        let mut q = Queues::default();
+        q.push(key("a"), owned_by(1, "x"));
+        q.push(key("a"), owned_by(2, "x"));
+        assert_eq!(q.withdraw(&key("a"), b"x").len(), 2);
+        assert!(q.is_empty());
+        q.push(key("a"), owned_by(3, "x"));
+        q.set_timer(&key("a"), Some(9));
+        q.withdraw(&key("a"), b"x");
+        assert_eq!(q.timer(&key("a")), Some(9));
+        q.push(key("a"), owned_by(4, "x"));
+        assert_eq!(drain(&mut q, "a"), vec![4], "owner index rebuilt");
+        q.set_timer(&key("a"), None);
+        assert!(q.is_empty());
     }
 
     #[test]
