@@ -64,7 +64,7 @@ impl Config {
 /// | setting | default |
 /// |---|---|
 /// | `ttl` | 10 s |
-/// | `retry_count` (cap on rounds of `lock`) | none: until the wait runs out |
+/// | `retry_count` (cap on rounds of `lock`; set, it polls instead of queuing) | none: until the wait runs out |
 /// | `retry_delay` (random in range) | 50–250 ms |
 /// | `drift_factor` | 0.01 (+2 ms) |
 /// | `node_timeout` | ttl / 20, clamped to 5–500 ms |
@@ -104,6 +104,8 @@ impl Builder {
         self
     }
     /// At most `n` rounds per `lock` call even if the wait is not over.
+    /// Setting it makes `lock` poll in rounds on several servers instead of
+    /// queuing in their WAIT queues.
     pub fn retry_count(mut self, n: u32) -> Self {
         self.retry_count = Some(n.max(1));
         self

@@ -31,6 +31,7 @@ mod node;
 mod options;
 pub mod quorum;
 mod status;
+mod waiting;
 
 pub use config::{Builder, Config};
 pub use error::{Error, NodeFailure};

@@ -7,11 +7,13 @@ use crate::error::Error;
 use crate::node::{Failure, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
+use futures_util::future::BoxFuture;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use rand::Rng;
 use redis::{Cmd, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::task::JoinSet;
 
 /// A lock held on a majority of nodes. Release it with
 /// [`Locker::unlock`]; dropping it only lets it expire after its TTL.
@@ -23,9 +25,28 @@ pub struct Lock {
     token: u64,
     ttl: Duration,
     valid_until: Instant,
+    /// Set once the lock is let go (unlocked, or its acquisition failed):
+    /// a grant still on its way to this owner is then released on arrival.
+    gone: Arc<AtomicBool>,
 }
 
 impl Lock {
+    pub(crate) fn granted(
+        req: &Request<'_>,
+        token: u64,
+        start: Instant,
+        gone: Arc<AtomicBool>,
+    ) -> Lock {
+        Lock {
+            name: req.name.to_string(),
+            owner: req.owner.to_string(),
+            token,
+            ttl: req.ttl,
+            valid_until: start,
+            gone,
+        }
+    }
+
     /// The lock's name (the key on every server).
     pub fn name(&self) -> &str {
         &self.name
@@ -67,16 +88,18 @@ pub struct Locker {
     pub(crate) inner: Arc<Inner>,
 }
 
-/// 128 bits from the OS random source, as hex.
+/// 128 random bits as 32 hex digits. From the thread's CSPRNG (ChaCha,
+/// seeded and periodically reseeded from the OS): unguessable like the OS
+/// source, without a system call per lock.
 pub fn random_owner() -> String {
-    let bytes: [u8; 16] = rand::rngs::OsRng.gen();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let bits: u128 = rand::thread_rng().gen();
+    format!("{bits:032x}")
 }
 
 /// Extra time a `WAIT` call gets beyond its wait and the node timeout: the
 /// server checks blocked clients' timeouts on its event-loop tick (100 ms at
 /// the default `hz 10`), so a "busy" answer can come that much late.
-const WAIT_SLACK: Duration = Duration::from_millis(250);
+pub(crate) const WAIT_SLACK: Duration = Duration::from_millis(250);
 
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
 const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
@@ -88,7 +111,7 @@ fn failed(e: Failure) -> Answer {
     }
 }
 
-fn acquire_answer(reply: Result<Value, Failure>) -> Answer {
+pub(crate) fn acquire_answer(reply: Result<Value, Failure>) -> Answer {
     match reply {
         Ok(Value::Int(token)) if token > 0 => Answer::Yes(token as u64),
         Ok(Value::Nil) => Answer::Busy,
@@ -98,7 +121,7 @@ fn acquire_answer(reply: Result<Value, Failure>) -> Answer {
 }
 
 /// Replies of RELEASE/EXTEND: 1 yes, 0 another owner, -1 not held.
-fn code_answer(reply: Result<Value, Failure>) -> Answer {
+pub(crate) fn code_answer(reply: Result<Value, Failure>) -> Answer {
     match reply {
         Ok(Value::Int(1)) => Answer::Yes(0),
         Ok(Value::Int(0)) => Answer::Busy,
@@ -110,28 +133,40 @@ fn code_answer(reply: Result<Value, Failure>) -> Answer {
 
 type Classify = fn(Result<Value, Failure>) -> Answer;
 
+/// One node's reply, tagged with the node's index.
+pub(crate) type Reply = (usize, Result<Value, Failure>);
+
+/// Requests in flight, polled on the caller's task: joining the futures
+/// costs far less than a spawned task per node per round.
+pub(crate) type Pending = FuturesUnordered<BoxFuture<'static, Reply>>;
+
+/// Drive `pending` to completion on a task of its own, ignoring the replies.
+pub(crate) fn drain_in_background(mut pending: Pending) {
+    if !pending.is_empty() {
+        tokio::spawn(async move { while pending.next().await.is_some() {} });
+    }
+}
+
 /// A round's answers so far and the requests still in flight.
 struct Round {
     tally: Tally,
-    pending: JoinSet<(usize, Result<Value, Failure>)>,
+    pending: Pending,
     classify: Classify,
 }
 
 impl Round {
     /// Wait for the stragglers too (each bounded by its node timeout).
     async fn finish(mut self) -> Tally {
-        while let Some(joined) = self.pending.join_next().await {
-            if let Ok((i, reply)) = joined {
-                self.tally.add(i, (self.classify)(reply));
-            }
+        while let Some((i, reply)) = self.pending.next().await {
+            self.tally.add(i, (self.classify)(reply));
         }
         self.tally
     }
 
     /// Let the stragglers complete in the background: a won lock should
     /// still land on every node that answers.
-    fn detach(mut self) -> Tally {
-        self.pending.detach_all();
+    fn detach(self) -> Tally {
+        drain_in_background(self.pending);
         self.tally
     }
 
@@ -142,16 +177,16 @@ impl Round {
     }
 }
 
-fn ms(d: Duration) -> u64 {
+pub(crate) fn ms(d: Duration) -> u64 {
     d.as_millis().max(1) as u64
 }
 
 /// What one acquisition asks for, options resolved.
-struct Request<'a> {
-    name: &'a str,
-    owner: &'a str,
-    ttl: Duration,
-    reentrant: bool,
+pub(crate) struct Request<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) ttl: Duration,
+    pub(crate) reentrant: bool,
 }
 
 impl Locker {
@@ -191,33 +226,46 @@ impl Locker {
     ) -> Round {
         let mut round = Round {
             tally: Tally::new(self.inner.nodes.len()),
-            pending: JoinSet::new(),
+            pending: Pending::new(),
             classify,
         };
+        // A blocking WAIT must not hold up the node's shared connection.
+        let dedicated = cmd
+            .args_iter()
+            .any(|a| matches!(a, redis::Arg::Simple(b) if b == b"WAIT"));
         let cmd = Arc::new(cmd);
         for &i in targets {
-            let (node, cmd) = (self.inner.nodes[i].clone(), cmd.clone());
-            // A blocking WAIT must not hold up the node's shared connection.
-            let dedicated = cmd
-                .args_iter()
-                .any(|a| matches!(a, redis::Arg::Simple(b) if b == b"WAIT"));
-            round.pending.spawn(async move {
-                let reply = if dedicated {
-                    node.query_dedicated(&cmd, timeout).await
-                } else {
-                    node.query(&cmd, timeout).await
-                };
-                (i, reply)
-            });
+            round
+                .pending
+                .push(self.send(i, cmd.clone(), timeout, dedicated));
         }
-        while let Some(joined) = round.pending.join_next().await {
-            let Ok((i, reply)) = joined else { continue };
+        while let Some((i, reply)) = round.pending.next().await {
             round.tally.add(i, classify(reply));
             if self.inner.config.fail_fast && round.tally.early().is_some() {
                 break;
             }
         }
         round
+    }
+
+    /// `cmd` to node `i`, as a future that owns what it needs (so a round
+    /// can leave it to finish in the background).
+    pub(crate) fn send(
+        &self,
+        i: usize,
+        cmd: Arc<Cmd>,
+        timeout: Duration,
+        dedicated: bool,
+    ) -> BoxFuture<'static, Reply> {
+        let node = self.inner.nodes[i].clone();
+        Box::pin(async move {
+            let reply = if dedicated {
+                node.query_dedicated(&cmd, timeout).await
+            } else {
+                node.query(&cmd, timeout).await
+            };
+            (i, reply)
+        })
     }
 
     fn all(&self) -> Vec<usize> {
@@ -254,13 +302,8 @@ impl Locker {
         let verdict = round.verdict();
         if verdict == Verdict::Quorum {
             let tally = round.detach();
-            let mut lock = Lock {
-                name: req.name.to_string(),
-                owner: req.owner.to_string(),
-                token: tally.max_token(),
-                ttl: req.ttl,
-                valid_until: start,
-            };
+            let gone = Arc::new(AtomicBool::new(false));
+            let mut lock = Lock::granted(req, tally.max_token(), start, gone);
             match self.fence(&tally, &mut lock, start).await {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
@@ -283,7 +326,12 @@ impl Locker {
     /// Fencing round and validity: raise the granting nodes' tokens to the
     /// maximum seen, so that any later majority (which overlaps this one)
     /// hands out larger tokens. Skipped where a node already has the maximum.
-    async fn fence(&self, grants: &Tally, lock: &mut Lock, start: Instant) -> Result<(), Error> {
+    pub(crate) async fn fence(
+        &self,
+        grants: &Tally,
+        lock: &mut Lock,
+        start: Instant,
+    ) -> Result<(), Error> {
         let cfg = &self.inner.config;
         let behind: Vec<usize> = grants
             .yes
@@ -336,7 +384,7 @@ impl Locker {
         quorum::validity(ttl, now - start, self.inner.config.drift_factor).map(|v| now + v)
     }
 
-    fn no_quorum(&self, tally: &Tally) -> Error {
+    pub(crate) fn no_quorum(&self, tally: &Tally) -> Error {
         Error::NoQuorum {
             granted: tally.yes.len(),
             needed: quorum::majority(self.inner.nodes.len()),
@@ -344,7 +392,7 @@ impl Locker {
         }
     }
 
-    fn rejected(&self, tally: &Tally) -> Error {
+    pub(crate) fn rejected(&self, tally: &Tally) -> Error {
         let (node, message) = tally
             .rejected
             .first()
@@ -354,7 +402,7 @@ impl Locker {
     }
 
     /// Release on every node, waiting for each answer (or its timeout).
-    async fn release_everywhere(&self, name: &str, owner: &str) -> Tally {
+    pub(crate) async fn release_everywhere(&self, name: &str, owner: &str) -> Tally {
         let mut cmd = redis::cmd("LOCK.RELEASE");
         cmd.arg(name).arg(owner);
         let round = self
@@ -381,8 +429,10 @@ impl Locker {
     /// Acquire with per-lock options. The wait is a deadline: rounds go on
     /// (with a random pause between them) until one succeeds or the wait
     /// has passed — at least one round, and at most `retry_count` if one was
-    /// set. With a single server the client waits in the server instead
-    /// (`LOCK.ACQUIRE ... WAIT`, FIFO, no polling).
+    /// set. With a wait the client waits in the servers instead of polling:
+    /// `LOCK.ACQUIRE ... WAIT` (FIFO) on a single server, the servers' WAIT
+    /// queues under one ticket on several (see `waiting.rs`), unless
+    /// `retry_count` was set.
     ///
     /// `Taken`: held by another owner until the wait ran out. `NoQuorum`:
     /// not enough servers answered, even on the last round. `Rejected` and
@@ -406,6 +456,11 @@ impl Locker {
         };
         let single = self.inner.nodes.len() == 1;
         let deadline = Instant::now() + opts.wait;
+        // Several servers and a wait: queue in their WAIT queues (fair, a
+        // hand-off per round trip) unless rounds were capped explicitly.
+        if !single && !opts.wait.is_zero() && cfg.retry_count.is_none() {
+            return self.acquire_queued(&req, deadline).await;
+        }
         let mut rounds = 0u32;
         loop {
             rounds += 1;
@@ -455,6 +510,7 @@ impl Locker {
     /// Release on every node. Ok when a majority released it; `Expired` when
     /// it was no longer held on a majority.
     pub async fn unlock(&self, lock: &Lock) -> Result<(), Error> {
+        lock.gone.store(true, Ordering::Release);
         let tally = self.release_everywhere(&lock.name, &lock.owner).await;
         match tally.final_verdict() {
             Verdict::Quorum => Ok(()),

@@ -57,7 +57,11 @@ pub struct Node {
     /// host:port, for messages (never the password).
     pub name: String,
     client: Client,
-    conn: Mutex<Option<MultiplexedConnection>>,
+    /// The shared connection; a plain mutex held only to clone it (every
+    /// request passes here, an async mutex costs more).
+    conn: std::sync::Mutex<Option<MultiplexedConnection>>,
+    /// Held while (re)connecting, so a burst of requests opens one connection.
+    connecting: Mutex<()>,
     idle: std::sync::Mutex<Vec<MultiplexedConnection>>,
 }
 
@@ -67,18 +71,26 @@ impl Node {
         Node {
             name: crate::endpoint::node_name(client.get_connection_info()),
             client,
-            conn: Mutex::new(None),
+            conn: std::sync::Mutex::new(None),
+            connecting: Mutex::new(()),
             idle: std::sync::Mutex::new(Vec::new()),
         }
     }
 
+    fn cached(&self) -> Option<MultiplexedConnection> {
+        self.conn.lock().expect("connection slot").clone()
+    }
+
     async fn connection(&self) -> redis::RedisResult<MultiplexedConnection> {
-        let mut slot = self.conn.lock().await;
-        if let Some(c) = slot.as_ref() {
-            return Ok(c.clone());
+        if let Some(c) = self.cached() {
+            return Ok(c);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(c) = self.cached() {
+            return Ok(c);
         }
         let c = self.client.get_multiplexed_async_connection().await?;
-        *slot = Some(c.clone());
+        *self.conn.lock().expect("connection slot") = Some(c.clone());
         Ok(c)
     }
 
@@ -124,7 +136,7 @@ impl Node {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 if broken(&e) {
-                    *self.conn.lock().await = None;
+                    *self.conn.lock().expect("connection slot") = None;
                 }
                 Err(classify(e))
             }

@@ -206,10 +206,24 @@ fn worker(
         let acquired = match plain.as_mut() {
             Some(con) => setnx_lock(con, ttl)
                 .map(|(owner, token, validity)| (Held::Plain(owner), token, validity)),
-            None => rt.block_on(locker.lock("chaos", ttl)).map(|l| {
-                let (token, validity) = (l.token(), l.validity());
-                (Held::Quorum(l), token, validity)
-            }),
+            // Half the acquisitions wait in the servers' queues, half try
+            // once and poll: both kinds meet on the same key.
+            None => rt
+                .block_on(async {
+                    if rng.gen_bool(0.5) {
+                        locker.lock("chaos", ttl).await
+                    } else {
+                        let got = locker.try_lock("chaos").await;
+                        if got.is_err() {
+                            tokio::time::sleep(Duration::from_millis(rng.gen_range(1..=20))).await;
+                        }
+                        got
+                    }
+                })
+                .map(|l| {
+                    let (token, validity) = (l.token(), l.validity());
+                    (Held::Quorum(l), token, validity)
+                }),
         };
         let (held, token, validity) = match acquired {
             Ok(got) => got,

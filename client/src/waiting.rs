@@ -1,0 +1,296 @@
+//! Fair waiting on a quorum. `lock()` with a wait on two or more servers
+//! queues in every server's WAIT queue at once, under one *ticket* (the
+//! client's clock when the call began). Each server serves its queue in
+//! ticket order, so when a holder releases, every server hands the lock to
+//! the same waiter: a hand-off costs one round trip, not a polling sleep.
+//!
+//! Grants can still split: requests racing to the servers, or a waiter
+//! whose request reached one server late. A waiter that holds grants but no
+//! majority gives them back after a hold-out and queues again under the same
+//! ticket, so it keeps its place. The hold-out grows with the time already
+//! waited: younger waiters give back first, and what they give goes to the
+//! head of each queue, the oldest waiter, which reaches a majority. Nobody
+//! holds a minority forever (no deadlock) and the oldest waiter is served
+//! next (no starvation); `tests/quorum_waiting.rs` shows both.
+//!
+//! Safety does not depend on any of this: a waiter holds the lock only with
+//! grants from a majority, exactly as in a polling round.
+
+use crate::error::Error;
+use crate::locker::{acquire_answer, ms, Lock, Locker, Pending, Reply, Request, WAIT_SLACK};
+use crate::quorum::{self, Answer, Tally};
+use futures_util::future::BoxFuture;
+use futures_util::stream::StreamExt;
+use rand::Rng;
+use redis::Cmd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Shortest hold-out of a minority of grants before giving them back: well
+/// above a local round trip, so that the grants of one hand-off (which leave
+/// the servers together) have all arrived.
+const HOLDOUT_BASE: Duration = Duration::from_millis(2);
+/// Longest hold-out: a waiter that waited long still gives back within it.
+const HOLDOUT_MAX: Duration = Duration::from_millis(250);
+
+/// How long a waiter that has waited `waited` keeps a minority of grants.
+pub(crate) fn holdout(waited: Duration) -> Duration {
+    (HOLDOUT_BASE + waited / 4).min(HOLDOUT_MAX)
+}
+
+/// One server's part in a queued acquisition.
+#[derive(Debug, Clone)]
+enum Slot {
+    /// A WAIT request is in flight since then.
+    Queued(Instant),
+    /// Granted this token to a request sent then (its deadline is at least
+    /// that instant + ttl).
+    Granted(u64, Instant),
+    /// A grant being given back; queued again once the server confirms.
+    Returning,
+    /// Asked again at that instant (after a failure or an early nil).
+    Retry(Instant),
+    /// Done without a grant: the wait ran out (`None`) or the server failed
+    /// or refused (the answer).
+    Out(Option<Answer>),
+}
+
+/// Late replies of an acquisition, handled after it returned: a grant that
+/// lands after the lock was let go (the acquisition failed, or `unlock`
+/// ran first) is released at once.
+fn settle_late(
+    locker: Locker,
+    name: String,
+    owner: String,
+    mut late: Pending,
+    gone: Arc<AtomicBool>,
+) {
+    if late.is_empty() {
+        return;
+    }
+    tokio::spawn(async move {
+        while let Some((i, reply)) = late.next().await {
+            if matches!(acquire_answer(reply), Answer::Yes(_)) && gone.load(Ordering::Acquire) {
+                let mut cmd = redis::cmd("LOCK.RELEASE");
+                cmd.arg(&name).arg(&owner);
+                let timeout = locker.inner.config.node_timeout;
+                let _ = locker.send(i, Arc::new(cmd), timeout, false).await;
+            }
+        }
+    });
+}
+
+impl Locker {
+    fn queue_request(&self, req: &Request<'_>, ticket: u64, deadline: Instant) -> (Cmd, Duration) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut cmd = redis::cmd("LOCK.ACQUIRE");
+        cmd.arg(req.name)
+            .arg(req.owner)
+            .arg(ms(req.ttl))
+            .arg("WAIT")
+            .arg(ms(left))
+            .arg("TICKET")
+            .arg(ticket);
+        if req.reentrant {
+            cmd.arg("REENTRANT");
+        }
+        cmd.arg("MINTOKEN")
+            .arg(quorum::token_floor(quorum::unix_micros()));
+        // A late "busy" is busy, not an outage.
+        (cmd, left + self.inner.config.node_timeout + WAIT_SLACK)
+    }
+
+    /// Acquire on two or more servers by queuing in their WAIT queues (see
+    /// the module comment). Ends with the lock, `Taken` at the deadline,
+    /// `NoQuorum` when too many servers failed, `Rejected` at once.
+    pub(crate) async fn acquire_queued(
+        &self,
+        req: &Request<'_>,
+        deadline: Instant,
+    ) -> Result<Lock, Error> {
+        let cfg = &self.inner.config;
+        let n = self.inner.nodes.len();
+        let need = quorum::majority(n);
+        let began = Instant::now();
+        // The same ticket on every server gives every queue the same order.
+        let ticket = quorum::unix_micros().max(1);
+        let mut slots: Vec<Slot> = vec![Slot::Retry(began); n];
+        // Each server's last failure, for the error if the wait runs out.
+        let mut causes: Vec<Option<String>> = vec![None; n];
+        let mut acquires = Pending::new();
+        let mut returns = Pending::new();
+        let mut holdout_at: Option<Instant> = None;
+        // Waiting past the deadline only for replies already on their way.
+        let hard_stop = deadline + cfg.node_timeout.min(WAIT_SLACK);
+
+        let outcome = loop {
+            let now = Instant::now();
+            // (Re)send the requests that are due.
+            for (i, slot) in slots.iter_mut().enumerate() {
+                if let Slot::Retry(at) = *slot {
+                    if now >= deadline {
+                        // Out: failed if its last reply was a failure.
+                        *slot = Slot::Out(causes[i].take().map(Answer::Failed));
+                    } else if now >= at {
+                        let (cmd, timeout) = self.queue_request(req, ticket, deadline);
+                        acquires.push(self.send(i, Arc::new(cmd), timeout, true));
+                        *slot = Slot::Queued(now);
+                    }
+                }
+            }
+            let granted = slots
+                .iter()
+                .filter(|s| matches!(s, Slot::Granted(..)))
+                .count();
+            if granted >= need {
+                break Ok(());
+            }
+            let refused = slots
+                .iter()
+                .filter(|s| matches!(s, Slot::Out(Some(Answer::Rejected(_)))))
+                .count();
+            let open = slots.iter().filter(|s| !matches!(s, Slot::Out(_))).count();
+            if refused > n - need || open < need || now >= hard_stop {
+                break Err(());
+            }
+            if granted == 0 {
+                holdout_at = None;
+            } else if holdout_at.is_none() {
+                holdout_at = Some(now + holdout(now - began));
+            }
+            let next_retry = slots
+                .iter()
+                .filter_map(|s| match s {
+                    Slot::Retry(at) => Some((*at).min(deadline)),
+                    _ => None,
+                })
+                .min();
+            let wake = [Some(hard_stop), holdout_at, next_retry]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(hard_stop);
+            tokio::select! {
+                Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
+                    let sent = match slots[i] { Slot::Queued(at) => at, _ => now };
+                    let now = Instant::now();
+                    let answer = acquire_answer(reply);
+                    if !matches!(answer, Answer::Failed(_)) {
+                        causes[i] = None;
+                    }
+                    slots[i] = match answer {
+                        Answer::Yes(token) => Slot::Granted(token, sent),
+                        // Nil before the deadline: the wait was cut short
+                        // (CLIENT UNBLOCK, an operator): queue again.
+                        Answer::Busy if now + Duration::from_millis(5) < deadline => {
+                            Slot::Retry(now + self.pause())
+                        }
+                        Answer::Busy => Slot::Out(None),
+                        Answer::Failed(cause) if now < deadline => {
+                            causes[i] = Some(cause);
+                            Slot::Retry(now + self.pause())
+                        }
+                        other => Slot::Out(Some(other)),
+                    };
+                }
+                Some((i, _)) = returns.next(), if !returns.is_empty() => {
+                    // Given back (or the server failed: then the same-owner
+                    // request below renews the grant, which is harmless).
+                    slots[i] = Slot::Retry(Instant::now());
+                }
+                _ = tokio::time::sleep_until(wake.into()) => {
+                    if holdout_at.is_some_and(|at| Instant::now() >= at) {
+                        holdout_at = None;
+                        for (i, slot) in slots.iter_mut().enumerate() {
+                            if matches!(slot, Slot::Granted(..)) {
+                                *slot = Slot::Returning;
+                                returns.push(self.release_on(i, req));
+                            }
+                        }
+                    }
+                }
+            }
+        };
+
+        let gone = Arc::new(AtomicBool::new(outcome.is_err()));
+        let mut late = acquires;
+        late.extend(returns);
+        if outcome.is_err() {
+            // RELEASE everywhere gives back grants and withdraws our
+            // requests still queued; a grant crossing it is released late.
+            self.release_everywhere(req.name, req.owner).await;
+            settle_late(self.clone(), req.name.into(), req.owner.into(), late, gone);
+            return Err(self.queued_failure(&slots, causes));
+        }
+
+        let mut tally = Tally::new(n);
+        let mut start = Instant::now();
+        for (i, slot) in slots.iter().enumerate() {
+            if let Slot::Granted(token, sent) = *slot {
+                tally.add(i, Answer::Yes(token));
+                start = start.min(sent);
+            }
+        }
+        let mut lock = Lock::granted(req, tally.max_token(), start, gone.clone());
+        settle_late(
+            self.clone(),
+            req.name.into(),
+            req.owner.into(),
+            late,
+            gone.clone(),
+        );
+        match self.fence(&tally, &mut lock, start).await {
+            Ok(()) => Ok(lock),
+            Err(e) => {
+                gone.store(true, Ordering::Release);
+                self.release_everywhere(req.name, req.owner).await;
+                Err(e)
+            }
+        }
+    }
+
+    fn pause(&self) -> Duration {
+        let (lo, hi) = self.inner.config.retry_delay;
+        rand::thread_rng().gen_range(lo..=hi)
+    }
+
+    fn release_on(&self, i: usize, req: &Request<'_>) -> BoxFuture<'static, Reply> {
+        let mut cmd = redis::cmd("LOCK.RELEASE");
+        cmd.arg(req.name).arg(req.owner);
+        self.send(i, Arc::new(cmd), self.inner.config.node_timeout, false)
+    }
+
+    /// The error of a queued acquisition that ended without a majority.
+    fn queued_failure(&self, slots: &[Slot], causes: Vec<Option<String>>) -> Error {
+        let mut tally = Tally::new(slots.len());
+        for ((i, slot), cause) in slots.iter().enumerate().zip(causes) {
+            let answer = match (slot, cause) {
+                (Slot::Out(Some(answer)), _) => answer.clone(),
+                (Slot::Granted(..), _) => Answer::Yes(0),
+                // The server answered "busy" last time, even if it failed before.
+                (Slot::Out(None), _) => Answer::Busy,
+                (_, Some(cause)) => Answer::Failed(cause),
+                _ => Answer::Failed("no reply before the wait ran out".into()),
+            };
+            tally.add(i, answer);
+        }
+        match tally.final_verdict() {
+            quorum::Verdict::Rejected => self.rejected(&tally),
+            quorum::Verdict::Unreachable => self.no_quorum(&tally),
+            _ => Error::Taken,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holdout_grows_with_the_wait_and_is_capped() {
+        assert_eq!(holdout(Duration::ZERO), HOLDOUT_BASE);
+        assert!(holdout(Duration::from_millis(40)) > holdout(Duration::from_millis(4)));
+        assert_eq!(holdout(Duration::from_secs(60)), HOLDOUT_MAX);
+    }
+}

@@ -1,0 +1,212 @@
+//! `lock()` with a wait on several servers queues in their WAIT queues
+//! (client/src/waiting.rs). Behaviour, not timing: one holder at a time,
+//! tokens rise across holders, every waiter is served, a minority of grants
+//! is given back, and the wait still ends with the right error.
+
+mod common;
+use common::*;
+use redis_lock_client::{Builder, Error, LockOptions, Locker};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn servers(n: usize) -> Vec<Server> {
+    (0..n).map(|_| Server::start()).collect()
+}
+
+fn urls(nodes: &[Server]) -> Vec<String> {
+    nodes.iter().map(Server::url).collect()
+}
+
+fn locker(nodes: &[Server]) -> Locker {
+    Builder::new(&urls(nodes))
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap()
+}
+
+/// `clients` tasks, each with its own Locker (own connections, so their
+/// requests race to the servers), loop lock -> check -> unlock on one key.
+async fn hot_key(nodes: &[Server], clients: usize, run_for: Duration) -> Vec<u64> {
+    let inside = Arc::new(AtomicBool::new(false));
+    let last_token = Arc::new(AtomicU64::new(0));
+    let sections = Arc::new(Mutex::new(vec![0u64; clients]));
+    let stop = Instant::now() + run_for;
+    let mut tasks = Vec::new();
+    for id in 0..clients {
+        let locker = locker(nodes);
+        let (inside, last_token, sections) = (inside.clone(), last_token.clone(), sections.clone());
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < stop {
+                let lock = locker
+                    .lock("hot", Duration::from_secs(20))
+                    .await
+                    .unwrap_or_else(|e| panic!("client {id}: {e}"));
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                let previous = last_token.swap(lock.token(), Ordering::SeqCst);
+                assert!(
+                    lock.token() > previous,
+                    "token {} after {previous}",
+                    lock.token()
+                );
+                tokio::task::yield_now().await;
+                inside.store(false, Ordering::SeqCst);
+                sections.lock().unwrap()[id] += 1;
+                locker.unlock(&lock).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let counts = sections.lock().unwrap().clone();
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_waiter_is_served_on_three_and_five_servers() {
+    for n in [3, 5] {
+        let nodes = servers(n);
+        let counts = hot_key(&nodes, 12, Duration::from_secs(2)).await;
+        println!("N={n}: sections per client {counts:?}");
+        assert!(
+            counts.iter().all(|&c| c >= 1),
+            "N={n}: a client starved: {counts:?}"
+        );
+        // Nothing is left behind: no lock, no queued waiter.
+        for node in &nodes {
+            assert_eq!(status(&mut node.conn(), "hot"), None);
+            assert_eq!(
+                info_field(&mut node.conn(), "lock", "lock_waiters"),
+                "0",
+                "{}",
+                node.url()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_minority_of_grants_is_given_back() {
+    let nodes = servers(3);
+    // Someone else holds two of the three servers.
+    for node in &nodes[..2] {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
+    }
+    let waiter = locker(&nodes);
+    let waiting = tokio::spawn(async move {
+        let opts = LockOptions::new()
+            .wait(Duration::from_secs(10))
+            .owner("waiter");
+        waiter.acquire("k", &opts).await.map(|l| (waiter, l))
+    });
+    // The waiter is granted the free server at once: a minority.
+    assert!(eventually(Duration::from_secs(2), || {
+        status(&mut nodes[2].conn(), "k").is_some_and(|s| s.0 == b"waiter")
+    }));
+    // A third party queues on that server, behind the waiter's grant.
+    let url = nodes[2].url();
+    let third = tokio::task::spawn_blocking(move || {
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        q(&mut con, "LOCK.ACQUIRE k third 30000 WAIT 5000")
+    });
+    // The waiter gives its grant back while it waits for the majority...
+    let got = third.await.unwrap().unwrap();
+    assert!(
+        matches!(got, redis::Value::Int(t) if t > 0),
+        "the given-back grant went to the next in line: {got:?}"
+    );
+    assert!(!waiting.is_finished(), "no majority yet");
+    // ...and gets the majority once the other holder releases.
+    for node in &nodes[..2] {
+        assert_eq!(int(&mut node.conn(), "LOCK.RELEASE k other"), 1);
+    }
+    let (waiter, lock) = waiting.await.unwrap().unwrap();
+    assert_eq!(lock.owner(), "waiter");
+    for node in &nodes[..2] {
+        assert_eq!(status(&mut node.conn(), "k").unwrap().0, b"waiter");
+    }
+    waiter.unlock(&lock).await.unwrap();
+    // Its request still queued behind "third" was withdrawn by the release.
+    assert!(eventually(Duration::from_secs(2), || {
+        info_field(&mut nodes[2].conn(), "lock", "lock_waiters") == "0"
+    }));
+    assert_eq!(status(&mut nodes[2].conn(), "k").unwrap().0, b"third");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_wait_ends_taken_and_leaves_nothing_queued() {
+    let nodes = servers(3);
+    for node in &nodes {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
+    }
+    let started = Instant::now();
+    let got = locker(&nodes).lock("k", Duration::from_millis(300)).await;
+    assert!(matches!(got, Err(Error::Taken)), "{got:?}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    for node in &nodes {
+        assert_eq!(status(&mut node.conn(), "k").unwrap().0, b"other");
+        assert!(eventually(Duration::from_secs(2), || {
+            info_field(&mut node.conn(), "lock", "lock_waiters") == "0"
+        }));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_minority_does_not_stop_the_queue() {
+    let nodes = servers(3);
+    let locker = locker(&nodes);
+    let first = locker.try_lock("k").await.unwrap();
+    nodes[2].signal("STOP");
+    let waiter = locker.clone();
+    let waiting = tokio::spawn(async move { waiter.lock("k", Duration::from_secs(10)).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    locker.unlock(&first).await.ok();
+    let second = waiting.await.unwrap().unwrap();
+    assert!(second.token() > first.token());
+    nodes[2].signal("CONT");
+    locker.unlock(&second).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn too_many_servers_down_is_no_quorum_at_the_deadline() {
+    let mut nodes = servers(3);
+    nodes[0].kill();
+    nodes[1].kill();
+    let got = locker(&nodes).lock("k", Duration::from_millis(400)).await;
+    assert!(matches!(got, Err(Error::NoQuorum { .. })), "{got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waiters_are_served_in_the_order_they_came() {
+    for n in [3, 5] {
+        let nodes = servers(n);
+        for node in &nodes {
+            assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
+        }
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for id in 0..4 {
+            let (locker, order) = (locker(&nodes), order.clone());
+            waiters.push(tokio::spawn(async move {
+                let lock = locker.lock("k", Duration::from_secs(10)).await.unwrap();
+                order.lock().unwrap().push(id);
+                locker.unlock(&lock).await.unwrap();
+            }));
+            // Each waiter queued on every server before the next one starts.
+            assert!(eventually(Duration::from_secs(2), || {
+                nodes.iter().all(|node| {
+                    info_field(&mut node.conn(), "lock", "lock_waiters") == (id + 1).to_string()
+                })
+            }));
+        }
+        for node in &nodes {
+            assert_eq!(int(&mut node.conn(), "LOCK.RELEASE k other"), 1);
+        }
+        for w in waiters {
+            w.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3], "N={n}");
+    }
+}
