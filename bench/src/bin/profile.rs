@@ -1,0 +1,69 @@
+//! `make profile`: a steady load of quorum lock+unlock cycles (or of the
+//! joined-PING floor) to run under `perf record`, so bench/RESULTS.md can
+//! say where a lock's client time goes.
+//!
+//! usage: redis-lock-profile ours|floor N TASKS SECONDS
+
+use futures_util::future::join_all;
+use redis_lock_client::Builder;
+use redis_lock_testkit::Server;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let usage = "usage: redis-lock-profile ours|floor N TASKS SECONDS";
+    let [_, mode, n, tasks, secs] = &args[..] else {
+        panic!("{usage}")
+    };
+    let (n, tasks, secs): (usize, usize, f64) = (
+        n.parse().expect(usage),
+        tasks.parse().expect(usage),
+        secs.parse().expect(usage),
+    );
+    let nodes: Vec<Server> = (0..n).map(|_| Server::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let locker = Builder::new(&urls)
+        .ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let mut conns = Vec::new();
+    for u in &urls {
+        let client = redis::Client::open(u.as_str()).unwrap();
+        conns.push(client.get_multiplexed_async_connection().await.unwrap());
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Instant::now() + Duration::from_secs_f64(secs);
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let (locker, conns, done, mode) =
+            (locker.clone(), conns.clone(), done.clone(), mode.clone());
+        handles.push(tokio::spawn(async move {
+            let name = format!("profile:{t}");
+            while Instant::now() < stop {
+                if mode == "floor" {
+                    for _ in 0..2 {
+                        join_all(conns.iter().map(|c| {
+                            let mut c = c.clone();
+                            async move { redis::cmd("PING").query_async::<String>(&mut c).await }
+                        }))
+                        .await;
+                    }
+                } else {
+                    let lock = locker.try_lock(&name).await.unwrap();
+                    locker.unlock(&lock).await.unwrap();
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    println!(
+        "{mode} N={n} tasks={tasks}: {:.0} cycles/s",
+        done.load(Ordering::Relaxed) as f64 / secs
+    );
+}
