@@ -210,3 +210,33 @@ async fn waiters_are_served_in_the_order_they_came() {
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3], "N={n}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_wait_leaves_nothing_behind() {
+    let nodes = servers(3);
+    for node in &nodes[..2] {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
+    }
+    let waiter = locker(&nodes);
+    // Granted the free server, queued on the other two; then the caller
+    // gives up on the future.
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(150),
+        waiter.lock("k", Duration::from_secs(10)),
+    )
+    .await;
+    assert!(cancelled.is_err(), "still waiting when cancelled");
+    assert!(
+        eventually(Duration::from_secs(2), || {
+            status(&mut nodes[2].conn(), "k").is_none()
+                && nodes
+                    .iter()
+                    .all(|node| info_field(&mut node.conn(), "lock", "lock_waiters") == "0")
+        }),
+        "the abandoned grant is released and the queued requests are gone"
+    );
+    assert!(
+        waiter.try_lock("free").await.is_ok(),
+        "the Locker still works"
+    );
+}

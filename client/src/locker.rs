@@ -181,6 +181,26 @@ pub(crate) fn ms(d: Duration) -> u64 {
     d.as_millis().max(1) as u64
 }
 
+/// Armed while an acquisition runs: dropped armed (the caller cancelled
+/// the future), it releases the name everywhere in the background.
+struct Abandoned<'a> {
+    locker: Option<Locker>,
+    name: &'a str,
+    owner: &'a str,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        let Some(locker) = self.locker.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (name, owner) = (self.name.to_string(), self.owner.to_string());
+            runtime.spawn(async move { locker.release_everywhere(&name, &owner).await });
+        }
+    }
+}
+
 /// What one acquisition asks for, options resolved.
 pub(crate) struct Request<'a> {
     pub(crate) name: &'a str,
@@ -454,19 +474,34 @@ impl Locker {
             ttl,
             reentrant: opts.reentrant,
         };
+        // If the caller drops this future midway, grants may be held on some
+        // servers: release them. Only for an owner made here — a caller's
+        // own owner may already hold the lock from an earlier call.
+        let mut abandoned = Abandoned {
+            locker: opts.owner.is_none().then(|| self.clone()),
+            name,
+            owner,
+        };
+        let got = self.acquire_as(&req, opts.wait).await;
+        abandoned.locker = None;
+        got
+    }
+
+    async fn acquire_as(&self, req: &Request<'_>, wait: Duration) -> Result<Lock, Error> {
+        let cfg = &self.inner.config;
         let single = self.inner.nodes.len() == 1;
-        let deadline = Instant::now() + opts.wait;
+        let deadline = Instant::now() + wait;
         // Several servers and a wait: queue in their WAIT queues (fair, a
         // hand-off per round trip) unless rounds were capped explicitly.
-        if !single && !opts.wait.is_zero() && cfg.retry_count.is_none() {
-            return self.acquire_queued(&req, deadline).await;
+        if !single && !wait.is_zero() && cfg.retry_count.is_none() {
+            return self.acquire_queued(req, deadline).await;
         }
         let mut rounds = 0u32;
         loop {
             rounds += 1;
             let left = deadline.saturating_duration_since(Instant::now());
             let server_wait = (single && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
-            let err = match self.attempt(&req, server_wait).await {
+            let err = match self.attempt(req, server_wait).await {
                 Ok(lock) => return Ok(lock),
                 Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
                 Err(e) => e,
