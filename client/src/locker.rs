@@ -4,16 +4,18 @@
 
 use crate::config::Config;
 use crate::error::Error;
-use crate::node::{Failure, Node};
+use crate::node::{timed_out, Failure, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use rand::Rng;
 use redis::{Cmd, Value};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::time::Sleep;
 
 /// A lock held on a majority of nodes. Release it with
 /// [`Locker::unlock`]; dropping it only lets it expire after its TTL.
@@ -140,33 +142,53 @@ pub(crate) type Reply = (usize, Result<Value, Failure>);
 /// costs far less than a spawned task per node per round.
 pub(crate) type Pending = FuturesUnordered<BoxFuture<'static, Reply>>;
 
-/// Drive `pending` to completion on a task of its own, ignoring the replies.
-pub(crate) fn drain_in_background(mut pending: Pending) {
-    if !pending.is_empty() {
-        tokio::spawn(async move { while pending.next().await.is_some() {} });
-    }
-}
-
-/// A round's answers so far and the requests still in flight.
+/// A round's answers so far and the requests still in flight, all under
+/// one deadline (one timer per round, not one per request).
 struct Round {
     tally: Tally,
     pending: Pending,
     classify: Classify,
+    /// Which nodes are still to answer.
+    waiting: Vec<bool>,
+    deadline: Pin<Box<Sleep>>,
+    timeout: Duration,
 }
 
 impl Round {
-    /// Wait for the stragglers too (each bounded by its node timeout).
-    async fn finish(mut self) -> Tally {
-        while let Some((i, reply)) = self.pending.next().await {
-            self.tally.add(i, (self.classify)(reply));
+    /// Tally the next reply; false once every node answered or the deadline
+    /// passed (the nodes still silent are then tallied as timed out).
+    async fn next(&mut self) -> bool {
+        if self.pending.is_empty() {
+            return false;
         }
+        tokio::select! {
+            Some((i, reply)) = self.pending.next() => {
+                self.waiting[i] = false;
+                self.tally.add(i, (self.classify)(reply));
+                true
+            }
+            _ = &mut self.deadline => {
+                for (i, waiting) in self.waiting.iter_mut().enumerate() {
+                    if std::mem::take(waiting) {
+                        self.tally.add(i, failed(timed_out(self.timeout)));
+                    }
+                }
+                self.pending = Pending::new();
+                false
+            }
+        }
+    }
+
+    /// Wait for the stragglers too (until the round's deadline).
+    async fn finish(mut self) -> Tally {
+        while self.next().await {}
         self.tally
     }
 
-    /// Let the stragglers complete in the background: a won lock should
-    /// still land on every node that answers.
+    /// The verdict is in: leave the stragglers. Their requests were sent
+    /// when the round first polled them (replies are then discarded), and a
+    /// grant that lands there only makes the lock held on one more node.
     fn detach(self) -> Tally {
-        drain_in_background(self.pending);
         self.tally
     }
 
@@ -244,10 +266,14 @@ impl Locker {
         timeout: Duration,
         classify: Classify,
     ) -> Round {
+        let n = self.inner.nodes.len();
         let mut round = Round {
-            tally: Tally::new(self.inner.nodes.len()),
+            tally: Tally::new(n),
             pending: Pending::new(),
             classify,
+            waiting: vec![false; n],
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+            timeout,
         };
         // A blocking WAIT must not hold up the node's shared connection.
         let dedicated = cmd
@@ -255,12 +281,12 @@ impl Locker {
             .any(|a| matches!(a, redis::Arg::Simple(b) if b == b"WAIT"));
         let cmd = Arc::new(cmd);
         for &i in targets {
+            round.waiting[i] = true;
             round
                 .pending
-                .push(self.send(i, cmd.clone(), timeout, dedicated));
+                .push(self.send(i, cmd.clone(), None, dedicated));
         }
-        while let Some((i, reply)) = round.pending.next().await {
-            round.tally.add(i, classify(reply));
+        while round.next().await {
             if self.inner.config.fail_fast && round.tally.early().is_some() {
                 break;
             }
@@ -268,21 +294,30 @@ impl Locker {
         round
     }
 
-    /// `cmd` to node `i`, as a future that owns what it needs (so a round
-    /// can leave it to finish in the background).
+    /// `cmd` to node `i`, as a future that owns what it needs (so it can
+    /// outlive the call that made it), with a deadline of its own unless
+    /// `timeout` is None (a round's requests share the round's).
     pub(crate) fn send(
         &self,
         i: usize,
         cmd: Arc<Cmd>,
-        timeout: Duration,
+        timeout: Option<Duration>,
         dedicated: bool,
     ) -> BoxFuture<'static, Reply> {
         let node = self.inner.nodes[i].clone();
         Box::pin(async move {
-            let reply = if dedicated {
-                node.query_dedicated(&cmd, timeout).await
-            } else {
-                node.query(&cmd, timeout).await
+            let query = async {
+                if dedicated {
+                    node.query_dedicated(&cmd).await
+                } else {
+                    node.query_shared(&cmd).await
+                }
+            };
+            let reply = match timeout {
+                Some(t) => tokio::time::timeout(t, query)
+                    .await
+                    .unwrap_or_else(|_| Err(timed_out(t))),
+                None => query.await,
             };
             (i, reply)
         })

@@ -96,9 +96,11 @@ impl Node {
 
     /// Run a blocking command on a connection of its own, so it does not
     /// stall the shared one. Connections come from and go back to a pool; a
-    /// call that times out or breaks drops its connection (a reply may still
-    /// be on its way), and a pooled connection found broken is replaced once.
-    pub async fn query_dedicated(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, Failure> {
+    /// call that is dropped (its deadline passed) or breaks drops its
+    /// connection (a reply may still be on its way), and a pooled
+    /// connection found broken is replaced once. No deadline of its own:
+    /// the caller's round has one.
+    pub async fn query_dedicated(&self, cmd: &Cmd) -> Result<Value, Failure> {
         let attempt = async {
             let pooled = self.idle.lock().expect("pool lock").pop();
             let mut conn = match pooled {
@@ -118,31 +120,41 @@ impl Node {
             }
             reply
         };
-        match tokio::time::timeout(timeout, attempt).await {
-            Ok(reply) => reply.map_err(classify),
-            Err(_) => Err(Failure::Transient(format!("timed out after {timeout:?}"))),
-        }
+        attempt.await.map_err(classify)
     }
 
-    /// Run `cmd` with a deadline. A transport error drops the connection so
-    /// the next call reconnects; a timeout keeps it (a paused server answers
-    /// later, and the multiplexer matches replies in order).
-    pub async fn query(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, Failure> {
+    /// Run `cmd` on the shared connection. A transport error drops the
+    /// connection so the next call reconnects; a deadline that passes (the
+    /// caller drops this future) keeps it: a paused server answers later,
+    /// and the multiplexer matches replies in order. No deadline of its
+    /// own: the caller's round has one.
+    pub async fn query_shared(&self, cmd: &Cmd) -> Result<Value, Failure> {
         let attempt = async {
             let mut c = self.connection().await?;
             cmd.query_async::<Value>(&mut c).await
         };
-        match tokio::time::timeout(timeout, attempt).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
+        match attempt.await {
+            Ok(v) => Ok(v),
+            Err(e) => {
                 if broken(&e) {
                     *self.conn.lock().expect("connection slot") = None;
                 }
                 Err(classify(e))
             }
-            Err(_) => Err(Failure::Transient(format!("timed out after {timeout:?}"))),
         }
     }
+
+    /// [`Node::query_shared`] with a deadline.
+    pub async fn query(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, Failure> {
+        tokio::time::timeout(timeout, self.query_shared(cmd))
+            .await
+            .unwrap_or_else(|_| Err(timed_out(timeout)))
+    }
+}
+
+/// The failure of a request whose deadline passed.
+pub(crate) fn timed_out(timeout: Duration) -> Failure {
+    Failure::Transient(format!("timed out after {timeout:?}"))
 }
 
 #[cfg(test)]

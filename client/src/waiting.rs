@@ -75,7 +75,7 @@ fn settle_late(
                 let mut cmd = redis::cmd("LOCK.RELEASE");
                 cmd.arg(&name).arg(&owner);
                 let timeout = locker.inner.config.node_timeout;
-                let _ = locker.send(i, Arc::new(cmd), timeout, false).await;
+                let _ = locker.send(i, Arc::new(cmd), Some(timeout), false).await;
             }
         }
     });
@@ -134,7 +134,7 @@ impl Locker {
                         *slot = Slot::Out(causes[i].take().map(Answer::Failed));
                     } else if now >= at {
                         let (cmd, timeout) = self.queue_request(req, ticket, deadline);
-                        acquires.push(self.send(i, Arc::new(cmd), timeout, true));
+                        acquires.push(self.send(i, Arc::new(cmd), Some(timeout), true));
                         *slot = Slot::Queued(now);
                     }
                 }
@@ -258,7 +258,12 @@ impl Locker {
     fn release_on(&self, i: usize, req: &Request<'_>) -> BoxFuture<'static, Reply> {
         let mut cmd = redis::cmd("LOCK.RELEASE");
         cmd.arg(req.name).arg(req.owner);
-        self.send(i, Arc::new(cmd), self.inner.config.node_timeout, false)
+        self.send(
+            i,
+            Arc::new(cmd),
+            Some(self.inner.config.node_timeout),
+            false,
+        )
     }
 
     /// The error of a queued acquisition that ended without a majority.

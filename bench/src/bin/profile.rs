@@ -2,7 +2,11 @@
 //! joined-PING floor) to run under `perf record`, so bench/RESULTS.md can
 //! say where a lock's client time goes.
 //!
-//! usage: redis-lock-profile ours|floor N TASKS SECONDS
+//! usage: redis-lock-profile ours|raw|floor N TASKS SECONDS
+//!
+//! `raw` sends the same LOCK.ACQUIRE / LOCK.RELEASE pair as `ours`, joined
+//! like the floor, with no client logic: ours vs raw is the client's cost,
+//! raw vs floor the cost of the commands themselves.
 
 use futures_util::future::join_all;
 use redis_lock_client::Builder;
@@ -14,7 +18,7 @@ use std::time::{Duration, Instant};
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: redis-lock-profile ours|floor N TASKS SECONDS";
+    let usage = "usage: redis-lock-profile ours|raw|floor N TASKS SECONDS";
     let [_, mode, n, tasks, secs] = &args[..] else {
         panic!("{usage}")
     };
@@ -43,11 +47,24 @@ async fn main() {
         handles.push(tokio::spawn(async move {
             let name = format!("profile:{t}");
             while Instant::now() < stop {
-                if mode == "floor" {
-                    for _ in 0..2 {
+                if mode == "floor" || mode == "raw" {
+                    let owner = redis_lock_client::random_owner();
+                    for step in 0..2 {
+                        let cmd = match (mode.as_str(), step) {
+                            ("floor", _) => redis::cmd("PING"),
+                            (_, 0) => redis::cmd("LOCK.ACQUIRE")
+                                .arg(&name)
+                                .arg(&owner)
+                                .arg(10_000)
+                                .to_owned(),
+                            _ => redis::cmd("LOCK.RELEASE")
+                                .arg(&name)
+                                .arg(&owner)
+                                .to_owned(),
+                        };
                         join_all(conns.iter().map(|c| {
-                            let mut c = c.clone();
-                            async move { redis::cmd("PING").query_async::<String>(&mut c).await }
+                            let (mut c, cmd) = (c.clone(), &cmd);
+                            async move { cmd.query_async::<redis::Value>(&mut c).await }
                         }))
                         .await;
                     }
