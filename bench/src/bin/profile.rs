@@ -57,10 +57,7 @@ async fn main() {
                                 .arg(&owner)
                                 .arg(10_000)
                                 .to_owned(),
-                            _ => redis::cmd("LOCK.RELEASE")
-                                .arg(&name)
-                                .arg(&owner)
-                                .to_owned(),
+                            _ => redis::cmd("LOCK.RELEASE").arg(&name).arg(&owner).to_owned(),
                         };
                         join_all(conns.iter().map(|c| {
                             let (mut c, cmd) = (c.clone(), &cmd);
