@@ -240,3 +240,26 @@ async fn a_cancelled_wait_leaves_nothing_behind() {
         "the Locker still works"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waiters_reconnect_to_restarted_servers() {
+    // Without the restart guard (`restart-delay-ms 0`) a restarted server
+    // has no locks: a waiter gets it there once it reconnects.
+    let mut nodes = servers(3);
+    for node in &nodes {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
+    }
+    let waiter = locker(&nodes);
+    let waiting = tokio::spawn(async move { waiter.lock("k", Duration::from_secs(10)).await });
+    assert!(eventually(Duration::from_secs(2), || {
+        info_field(&mut nodes[0].conn(), "lock", "lock_waiters") == "1"
+    }));
+    nodes[0].restart();
+    nodes[1].restart();
+    let lock = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiter got the restarted majority")
+        .unwrap()
+        .unwrap();
+    assert_eq!(lock.owner().len(), 32);
+}

@@ -185,11 +185,23 @@ impl Round {
         self.tally
     }
 
-    /// The verdict is in: leave the stragglers. Their requests were sent
-    /// when the round first polled them (replies are then discarded), and a
-    /// grant that lands there only makes the lock held on one more node.
+    /// The verdict is in: let the stragglers complete in the background
+    /// (until the round's deadline). A won lock should still land on every
+    /// node that answers, also one whose connection was still being opened.
     fn detach(self) -> Tally {
-        self.tally
+        let Round {
+            tally,
+            mut pending,
+            deadline,
+            ..
+        } = self;
+        if !pending.is_empty() {
+            let until = deadline.deadline();
+            tokio::spawn(tokio::time::timeout_at(until, async move {
+                while pending.next().await.is_some() {}
+            }));
+        }
+        tally
     }
 
     fn verdict(&self) -> Verdict {
@@ -358,7 +370,7 @@ impl Locker {
         if verdict == Verdict::Quorum {
             let tally = round.detach();
             let gone = Arc::new(AtomicBool::new(false));
-            let mut lock = Lock::granted(req, tally.max_token(), start, gone);
+            let mut lock = Lock::granted(req, tally.quorum_token(), start, gone);
             match self.fence(&tally, &mut lock, start).await {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
@@ -378,9 +390,10 @@ impl Locker {
         })
     }
 
-    /// Fencing round and validity: raise the granting nodes' tokens to the
-    /// maximum seen, so that any later majority (which overlaps this one)
-    /// hands out larger tokens. Skipped where a node already has the maximum.
+    /// Fencing round and validity: raise the granting nodes below the lock's
+    /// token (`Tally::quorum_token`) to it until a majority holds at least
+    /// it, so that any later majority (which overlaps this one) hands out
+    /// larger tokens. Skipped when a majority of grants is already >= it.
     pub(crate) async fn fence(
         &self,
         grants: &Tally,
@@ -409,8 +422,9 @@ impl Locker {
                 .await;
             let fenced = at_max + raised.yes.iter().filter(|&&(_, t)| t >= token).count();
             if fenced < quorum::majority(self.inner.nodes.len()) {
-                // A refusal (NOPERM on LOCK.FENCE, a token above a node's
-                // clock + 60 s) will not change by retrying: say so.
+                // A refusal (NOPERM on LOCK.FENCE) will not change by
+                // retrying: say so. (A token above a lagging node's clock +
+                // 60 s is a failure of that node, not a refusal: it passes.)
                 if !raised.rejected.is_empty() {
                     return Err(self.rejected(&raised));
                 }

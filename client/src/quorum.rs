@@ -133,9 +133,23 @@ impl Tally {
         }
     }
 
-    /// The largest token among the grants: the quorum lock's fencing token.
+    /// The largest token among the grants.
     pub fn max_token(&self) -> u64 {
         self.yes.iter().map(|&(_, t)| t).max().unwrap_or(0)
+    }
+
+    /// The quorum lock's fencing token: the majority-th smallest grant
+    /// (0 without a majority). At least a majority of grants are <= it, so
+    /// it is >= a grant from a node of every earlier holder's fenced
+    /// majority, hence larger than that holder's token; and the grants >=
+    /// it already hold it. A node whose clock runs far ahead grants a token
+    /// far above the others; taking the maximum would make every other node
+    /// refuse to be fenced to it (a token may be at most a node's clock +
+    /// 60 s). See README "Quorum fencing tokens".
+    pub fn quorum_token(&self) -> u64 {
+        let mut tokens: Vec<u64> = self.yes.iter().map(|&(_, t)| t).collect();
+        tokens.sort_unstable();
+        tokens.get(majority(self.nodes) - 1).copied().unwrap_or(0)
     }
 
     /// The failed and refusing nodes, by name.
@@ -183,6 +197,25 @@ mod tests {
         t.add(2, Answer::Yes(7));
         assert_eq!(t.early(), Some(Verdict::Quorum));
         assert_eq!(t.max_token(), 9);
+    }
+
+    #[test]
+    fn the_quorum_token_is_the_majority_th_smallest_grant() {
+        let mut t = Tally::new(5);
+        for (i, token) in [(0, 50), (1, 10), (2, 9_000), (3, 30)] {
+            t.add(i, Answer::Yes(token));
+        }
+        // Three grants (a majority) are <= 50, and two already hold >= 50:
+        // the outlier 9000 is not the lock's token.
+        assert_eq!(t.quorum_token(), 50);
+        t.add(4, Answer::Yes(20));
+        // All five: three are <= 30 and three are >= 30, no fencing needed.
+        assert_eq!(t.quorum_token(), 30);
+        let mut t = Tally::new(3);
+        t.add(0, Answer::Yes(7));
+        assert_eq!(t.quorum_token(), 0, "no majority");
+        t.add(2, Answer::Yes(5));
+        assert_eq!(t.quorum_token(), 7);
     }
 
     #[test]

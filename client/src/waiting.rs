@@ -109,12 +109,36 @@ impl Locker {
         req: &Request<'_>,
         deadline: Instant,
     ) -> Result<Lock, Error> {
+        // The same ticket on every server gives every queue the same order;
+        // kept across attempts, so a retry keeps its place.
+        let ticket = quorum::unix_micros().max(1);
+        loop {
+            match self.queue_once(req, ticket, deadline).await {
+                // A majority granted but could not be fenced or kept valid
+                // (an outage, a node's clock far off): pause, then queue
+                // again while the wait lasts.
+                Err(e @ (Error::NoQuorum { .. } | Error::Expired)) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(self.pause().min(left)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn queue_once(
+        &self,
+        req: &Request<'_>,
+        ticket: u64,
+        deadline: Instant,
+    ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
         let n = self.inner.nodes.len();
         let need = quorum::majority(n);
         let began = Instant::now();
-        // The same ticket on every server gives every queue the same order.
-        let ticket = quorum::unix_micros().max(1);
         let mut slots: Vec<Slot> = vec![Slot::Retry(began); n];
         // Each server's last failure, for the error if the wait runs out.
         let mut causes: Vec<Option<String>> = vec![None; n];
@@ -232,7 +256,7 @@ impl Locker {
                 start = start.min(sent);
             }
         }
-        let mut lock = Lock::granted(req, tally.max_token(), start, gone.clone());
+        let mut lock = Lock::granted(req, tally.quorum_token(), start, gone.clone());
         settle_late(
             self.clone(),
             req.name.into(),

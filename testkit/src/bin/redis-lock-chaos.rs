@@ -51,6 +51,11 @@ struct Args {
     ttl: u64,
     #[arg(long, value_enum, default_value_t = Unsafe::None)]
     r#unsafe: Unsafe,
+    /// Share of acquisitions that wait in the servers' queues (the rest try
+    /// once and poll). Queued waiters rarely overlap a holder even when a
+    /// majority loses its state, so the unsafe runs default to polling only.
+    #[arg(long)]
+    queued_share: Option<f64>,
     #[command(subcommand)]
     worker: Option<Worker>,
 }
@@ -71,6 +76,8 @@ enum Worker {
         seconds: u64,
         #[arg(long)]
         setnx: bool,
+        #[arg(long)]
+        queued_share: f64,
     },
 }
 
@@ -95,8 +102,9 @@ fn main() -> ExitCode {
             ttl,
             seconds,
             setnx,
+            queued_share,
         }) => {
-            worker(&servers, fenced, &log, ttl, seconds, setnx);
+            worker(&servers, fenced, &log, ttl, seconds, setnx, queued_share);
             ExitCode::SUCCESS
         }
         None => orchestrate(&args),
@@ -184,6 +192,7 @@ fn worker(
     ttl: u64,
     seconds: u64,
     setnx: bool,
+    queued_share: f64,
 ) {
     let mut log = std::fs::File::create(log).unwrap();
     let mut fenced = Fenced::connect(fenced_port);
@@ -206,16 +215,18 @@ fn worker(
         let acquired = match plain.as_mut() {
             Some(con) => setnx_lock(con, ttl)
                 .map(|(owner, token, validity)| (Held::Plain(owner), token, validity)),
-            // Half the acquisitions wait in the servers' queues, half try
+            // Some acquisitions wait in the servers' queues, the others try
             // once and poll: both kinds meet on the same key.
             None => rt
                 .block_on(async {
-                    if rng.gen_bool(0.5) {
+                    if rng.gen_bool(queued_share) {
                         locker.lock("chaos", ttl).await
                     } else {
                         let got = locker.try_lock("chaos").await;
                         if got.is_err() {
-                            tokio::time::sleep(Duration::from_millis(rng.gen_range(1..=20))).await;
+                            // A polling client's pause (rslock, redsync: ~50-250 ms).
+                            let pause = rng.gen_range(20..=200);
+                            tokio::time::sleep(Duration::from_millis(pause)).await;
                         }
                         got
                     }
@@ -348,6 +359,13 @@ fn orchestrate(args: &Args) -> ExitCode {
     std::thread::sleep(Duration::from_millis(guard_ms)); // the start-up guard
     let fenced = fenced_resource();
     let urls: Vec<String> = nodes.iter().map(|n| n.server.url()).collect();
+    let queued_share =
+        args.queued_share
+            .map(|s| s.clamp(0.0, 1.0))
+            .unwrap_or(match args.r#unsafe {
+                Unsafe::None => 0.5,
+                _ => 0.0,
+            });
     let exe = std::env::current_exe().unwrap();
     let mut workers: Vec<(Child, PathBuf)> = (0..args.workers)
         .map(|i| {
@@ -363,7 +381,9 @@ fn orchestrate(args: &Args) -> ExitCode {
                 .arg("--ttl")
                 .arg(args.ttl.to_string())
                 .arg("--seconds")
-                .arg(args.seconds.to_string());
+                .arg(args.seconds.to_string())
+                .arg("--queued-share")
+                .arg(queued_share.to_string());
             if setnx {
                 cmd.arg("--setnx");
             }
@@ -447,8 +467,8 @@ fn orchestrate(args: &Args) -> ExitCode {
     }
     let report = chaos::analyse(lines.iter().map(String::as_str));
     println!(
-        "redis-lock chaos: {} s, {} node(s), {} workers, ttl {} ms, mode {:?}, restart-delay-ms {}",
-        args.seconds, n, args.workers, args.ttl, args.r#unsafe, guard_ms
+        "redis-lock chaos: {} s, {} node(s), {} workers, ttl {} ms, mode {:?}, restart-delay-ms {}, queued share {}",
+        args.seconds, n, args.workers, args.ttl, args.r#unsafe, guard_ms, queued_share
     );
     println!("nemeses: {counts:?}");
     println!(
