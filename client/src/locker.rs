@@ -186,17 +186,10 @@ impl Round {
     }
 
     /// The verdict is in: let the stragglers complete in the background
-    /// (until the round's deadline). A won lock should still land on every
-    /// node that answers, also one whose connection was still being opened.
+    /// (until the round's deadline).
     fn detach(self) -> Tally {
-        let Round {
-            tally,
-            mut pending,
-            deadline,
-            ..
-        } = self;
+        let (tally, mut pending, until) = self.split();
         if !pending.is_empty() {
-            let until = deadline.deadline();
             tokio::spawn(tokio::time::timeout_at(until, async move {
                 while pending.next().await.is_some() {}
             }));
@@ -204,10 +197,48 @@ impl Round {
         tally
     }
 
+    /// The answers so far, the requests still in flight, and their deadline.
+    fn split(self) -> (Tally, Pending, tokio::time::Instant) {
+        let until = self.deadline.deadline();
+        (self.tally, self.pending, until)
+    }
+
     fn verdict(&self) -> Verdict {
         self.tally
             .early()
             .unwrap_or_else(|| self.tally.final_verdict())
+    }
+}
+
+/// Late replies of an acquisition, handled after it returned (until
+/// `until`, if the requests have no deadline of their own): a grant that
+/// lands after the lock was let go (its acquisition failed, or `unlock`
+/// ran first — a request still connecting can reach a node after the
+/// release) is released at once.
+pub(crate) fn settle_late(
+    locker: Locker,
+    req: &Request<'_>,
+    mut late: Pending,
+    gone: Arc<AtomicBool>,
+    until: Option<tokio::time::Instant>,
+) {
+    if late.is_empty() {
+        return;
+    }
+    let (name, owner) = (req.name.to_string(), req.owner.to_string());
+    let settle = async move {
+        while let Some((i, reply)) = late.next().await {
+            if matches!(acquire_answer(reply), Answer::Yes(_)) && gone.load(Ordering::Acquire) {
+                let mut cmd = redis::cmd("LOCK.RELEASE");
+                cmd.arg(&name).arg(&owner);
+                let timeout = locker.inner.config.node_timeout;
+                let _ = locker.send(i, Arc::new(cmd), Some(timeout), false).await;
+            }
+        }
+    };
+    match until {
+        Some(at) => drop(tokio::spawn(tokio::time::timeout_at(at, settle))),
+        None => drop(tokio::spawn(settle)),
     }
 }
 
@@ -368,12 +399,16 @@ impl Locker {
         let round = self.round(&self.all(), cmd, timeout, acquire_answer).await;
         let verdict = round.verdict();
         if verdict == Verdict::Quorum {
-            let tally = round.detach();
+            // A won lock should still land on every node that answers, and
+            // a grant that lands after the lock was let go is released.
+            let (tally, late, until) = round.split();
             let gone = Arc::new(AtomicBool::new(false));
-            let mut lock = Lock::granted(req, tally.quorum_token(), start, gone);
+            settle_late(self.clone(), req, late, gone.clone(), Some(until));
+            let mut lock = Lock::granted(req, tally.quorum_token(), start, gone.clone());
             match self.fence(&tally, &mut lock, start).await {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
+                    gone.store(true, Ordering::Release);
                     self.release_everywhere(req.name, req.owner).await;
                     return Err(e);
                 }

@@ -17,7 +17,9 @@
 //! grants from a majority, exactly as in a polling round.
 
 use crate::error::Error;
-use crate::locker::{acquire_answer, ms, Lock, Locker, Pending, Reply, Request, WAIT_SLACK};
+use crate::locker::{
+    acquire_answer, ms, settle_late, Lock, Locker, Pending, Reply, Request, WAIT_SLACK,
+};
 use crate::quorum::{self, Answer, Tally};
 use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
@@ -54,31 +56,6 @@ enum Slot {
     /// Done without a grant: the wait ran out (`None`) or the server failed
     /// or refused (the answer).
     Out(Option<Answer>),
-}
-
-/// Late replies of an acquisition, handled after it returned: a grant that
-/// lands after the lock was let go (the acquisition failed, or `unlock`
-/// ran first) is released at once.
-fn settle_late(
-    locker: Locker,
-    name: String,
-    owner: String,
-    mut late: Pending,
-    gone: Arc<AtomicBool>,
-) {
-    if late.is_empty() {
-        return;
-    }
-    tokio::spawn(async move {
-        while let Some((i, reply)) = late.next().await {
-            if matches!(acquire_answer(reply), Answer::Yes(_)) && gone.load(Ordering::Acquire) {
-                let mut cmd = redis::cmd("LOCK.RELEASE");
-                cmd.arg(&name).arg(&owner);
-                let timeout = locker.inner.config.node_timeout;
-                let _ = locker.send(i, Arc::new(cmd), Some(timeout), false).await;
-            }
-        }
-    });
 }
 
 impl Locker {
@@ -244,7 +221,7 @@ impl Locker {
             // RELEASE everywhere gives back grants and withdraws our
             // requests still queued; a grant crossing it is released late.
             self.release_everywhere(req.name, req.owner).await;
-            settle_late(self.clone(), req.name.into(), req.owner.into(), late, gone);
+            settle_late(self.clone(), req, late, gone, None);
             return Err(self.queued_failure(&slots, causes));
         }
 
@@ -257,13 +234,7 @@ impl Locker {
             }
         }
         let mut lock = Lock::granted(req, tally.quorum_token(), start, gone.clone());
-        settle_late(
-            self.clone(),
-            req.name.into(),
-            req.owner.into(),
-            late,
-            gone.clone(),
-        );
+        settle_late(self.clone(), req, late, gone.clone(), None);
         match self.fence(&tally, &mut lock, start).await {
             Ok(()) => Ok(lock),
             Err(e) => {
