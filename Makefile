@@ -139,12 +139,14 @@ python-lint:
 	CARGO_TARGET_DIR=$(CURDIR)/target/python $(CARGO) clippy --release \
 	  --manifest-path bindings/python/Cargo.toml --all-targets -- -D warnings
 
-# Benchmarks: installs the pinned peer libraries (PyPI, npm), then measures.
-# BENCH_QUICK=1 for a smoke run of under a minute.
-bench: build
-	bench/peers/setup.sh
+# Benchmarks: builds the Python package into its venv (`python`), installs
+# the pinned peer libraries (PyPI into that venv, npm), then measures; the
+# Python rows run on that venv's interpreter. BENCH_QUICK=1 for a smoke run
+# of about two minutes.
+bench: build python
+	bench/peers/setup.sh $(VENV_PY)
 	$(CARGO) build --release --manifest-path bench/Cargo.toml
-	REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-bench
+	REDIS_LOCK_MODULE=$(MODULE) BENCH_PYTHON=$(VENV_PY) bench/target/release/redis-lock-bench
 
 # Long chaos run (default 5 minutes): 5 servers, nemeses, the checker's table.
 CHAOS_SECONDS ?= 300

@@ -1,11 +1,12 @@
 // Peer driver for the benchmark: node-redlock (redlock 5.0.0-beta.2 on ioredis).
-// usage: node peers.mjs quorum|contention URLS ITERATIONS SECONDS
+// usage: node peers.mjs quorum URLS ITERATIONS SECONDS     one round, uncontended
+//        node peers.mjs contention URLS CLIENTS SECONDS    CLIENTS tasks, one hot key
 import Redis from "ioredis";
 import Redlock from "redlock";
 
 const [mode, urlList, iterArg, secArg] = process.argv.slice(2);
 const urls = urlList.split(",");
-const iterations = Number(iterArg);
+const iterations = Number(iterArg); // quorum: cycles; contention: clients
 const secs = Number(secArg);
 const TTL = 10000;
 const now = () => Number(process.hrtime.bigint()); // ns, monotonic
@@ -26,7 +27,7 @@ async function quorum() {
     await cycle(`nlat:${i % 64}`);
     lat.push((now() - t) / 1000);
   }
-  const row = { client: name, p50_us: pct(lat, 50), p99_us: pct(lat, 99) };
+  const row = { client: name, role: "peer", lang: "node", p50_us: pct(lat, 50), p99_us: pct(lat, 99) };
   for (const tasks of [1, 16, 64]) {
     let done = 0;
     const deadline = Date.now() + secs * 1000;
@@ -44,11 +45,12 @@ async function quorum() {
 }
 
 async function contention() {
-  const redlock = new Redlock([clients[0]], { retryCount: 1e9, retryDelay: 200, retryJitter: 200 });
+  const redlock = new Redlock(clients, { retryCount: 1e9, retryDelay: 200, retryJitter: 200 });
   const events = [];
+  const start = now();
   const deadline = Date.now() + secs * 1000;
   await Promise.all(
-    Array.from({ length: 32 }, async (_, cid) => {
+    Array.from({ length: iterations }, async (_, cid) => {
       while (Date.now() < deadline) {
         const req = now();
         const lock = await redlock.acquire(["nhot"], TTL);
@@ -59,6 +61,8 @@ async function contention() {
       }
     }),
   );
+  // Over the whole run: every client finishes the section it asked for.
+  const elapsed = (now() - start) / 1e9;
   events.sort((a, b) => a[2] - b[2]);
   const handoffs = [];
   for (let i = 1; i < events.length; i++) {
@@ -67,13 +71,18 @@ async function contention() {
   const waits = events.map((e) => (e[2] - e[1]) / 1e6);
   const mean = waits.reduce((a, b) => a + b, 0) / (waits.length || 1);
   const sd = Math.sqrt(waits.reduce((a, w) => a + (w - mean) ** 2, 0) / (waits.length || 1));
+  const perClient = new Array(iterations).fill(0);
+  for (const e of events) perClient[e[0]]++;
   console.log(JSON.stringify({
     client: `${name} (polling, 200+0-200 ms)`,
-    sections_per_s: events.length / secs,
+    role: "peer",
+    lang: "node",
+    sections_per_s: events.length / elapsed,
     handoff_p50_us: pct(handoffs, 50),
     handoff_p99_us: pct(handoffs, 99),
     max_wait_ms: Math.max(0, ...waits),
     wait_stddev_ms: sd,
+    min_sections: Math.min(...perClient),
   }));
 }
 

@@ -1,8 +1,11 @@
 """Peer drivers for the benchmark: redis-py Lock (N = 1), pottery Redlock and
-this repository's Python package (redis_lock_client, when installed).
+this repository's Python package (redis_lock_client, built by `make python`;
+run with that venv's python).
 
-usage: peers.py quorum|contention URLS ITERATIONS SECONDS
+usage: peers.py quorum URLS ITERATIONS SECONDS    one round, uncontended
+       peers.py contention URLS CLIENTS SECONDS   CLIENTS threads, one hot key
 Prints one JSON object per client. Timestamps on the monotonic clock.
+"role" is "ours" for the package, "peer" otherwise.
 """
 import json
 import statistics
@@ -12,13 +15,10 @@ import time
 
 import redis
 from pottery import Redlock
-
-try:  # bindings/python, installed by setup.sh when a Rust toolchain is there
-    from redis_lock_client import Locker
-except ImportError:
-    Locker = None
+from redis_lock_client import Locker, Taken
 
 TTL_S = 10
+PACKAGE = "redis-lock-client 0.1.0 (Python)"
 
 
 def pct(samples, p):
@@ -37,13 +37,14 @@ def cycles(make_lock):
 
 def quorum(urls, iterations, secs):
     clients = [redis.Redis.from_url(u) for u in urls]
-    drivers = [("pottery 3.0.1 Redlock", cycles(lambda n: Redlock(key=n, masters=clients, auto_release_time=TTL_S)))]
-    if Locker is not None:
-        locker = Locker(urls, ttl=TTL_S)
-        drivers.insert(0, ("redis-lock-client 0.1.0 (Python)", lambda n: locker.lock(n, auto_renew=False).release()))
+    locker = Locker(urls, ttl=TTL_S)
+    drivers = [
+        (PACKAGE, "ours", lambda n: locker.lock(n, auto_renew=False).release()),
+        ("pottery 3.0.1 Redlock", "peer", cycles(lambda n: Redlock(key=n, masters=clients, auto_release_time=TTL_S))),
+    ]
     if len(urls) == 1:
-        drivers.append(("redis-py 5.2.1 Lock", cycles(lambda n: clients[0].lock(n, timeout=TTL_S))))
-    for name, cycle in drivers:
+        drivers.append(("redis-py 5.2.1 Lock", "peer", cycles(lambda n: clients[0].lock(n, timeout=TTL_S))))
+    for name, role, cycle in drivers:
         for i in range(50):
             cycle(f"pywarm:{i}")
         lat = []
@@ -51,7 +52,7 @@ def quorum(urls, iterations, secs):
             t = time.perf_counter_ns()
             cycle(f"pylat:{i % 64}")
             lat.append((time.perf_counter_ns() - t) / 1000)
-        row = {"client": name, "p50_us": pct(lat, 50), "p99_us": pct(lat, 99)}
+        row = {"client": name, "role": role, "lang": "python", "p50_us": pct(lat, 50), "p99_us": pct(lat, 99)}
         for tasks in (1, 16, 64):
             done = [0] * tasks
             deadline = time.monotonic() + secs
@@ -70,15 +71,40 @@ def quorum(urls, iterations, secs):
         print(json.dumps(row), flush=True)
 
 
-def contention(url, secs, clients=32):
-    r = redis.Redis.from_url(url)
-    drivers = [
-        ("redis-py 5.2.1 Lock (polling, 100 ms)", lambda: r.lock("pyhot", timeout=TTL_S, sleep=0.1)),
-        ("pottery 3.0.1 Redlock (polling, 0-200 ms)", lambda: Redlock(key="pyhot2", masters=[r], auto_release_time=TTL_S)),
+class PackageLock:
+    """The package's waiting lock in the acquire(blocking=True)/release shape."""
+
+    def __init__(self, locker, key):
+        self.locker, self.key, self.held = locker, key, None
+
+    def acquire(self, blocking=True):
+        while True:
+            try:
+                self.held = self.locker.lock(self.key, wait=30.0, auto_renew=False)
+                return True
+            except Taken:  # 30 s without the lock: starved, ask again
+                continue
+
+    def release(self):
+        self.held.release()
+
+
+def contention(urls, clients, secs):
+    rs = [redis.Redis.from_url(u) for u in urls]
+    locker = Locker(urls, ttl=TTL_S)
+    drivers = []
+    if len(urls) == 1:
+        drivers.append(("redis-py 5.2.1 Lock (polling, 100 ms)", "peer",
+                        lambda: rs[0].lock("pyhot:redis-py", timeout=TTL_S, sleep=0.1)))
+    drivers += [
+        ("pottery 3.0.1 Redlock (polling, 0-200 ms)", "peer",
+         lambda: Redlock(key="pyhot:pottery", masters=rs, auto_release_time=TTL_S)),
+        (f"{PACKAGE} lock(wait)", "ours", lambda: PackageLock(locker, "pyhot:package")),
     ]
-    for name, make in drivers:
+    for name, role, make in drivers:
         events, mu = [], threading.Lock()
-        deadline = time.monotonic() + secs
+        start = time.monotonic()
+        deadline = start + secs
 
         def loop(cid):
             lock = make()
@@ -96,22 +122,30 @@ def contention(url, secs, clients=32):
             t.start()
         for t in threads:
             t.join()
+        # Over the whole run: every client finishes the section it asked for.
+        elapsed = time.monotonic() - start
         events.sort(key=lambda e: e[2])
         handoffs = [(b[2] - a[3]) / 1000 for a, b in zip(events, events[1:]) if a[0] != b[0]]
         waits = [(e[2] - e[1]) / 1e6 for e in events]
+        per_client = [0] * clients
+        for e in events:
+            per_client[e[0]] += 1
         print(json.dumps({
             "client": name,
-            "sections_per_s": len(events) / secs,
+            "role": role,
+            "lang": "python",
+            "sections_per_s": len(events) / elapsed,
             "handoff_p50_us": pct(handoffs, 50),
             "handoff_p99_us": pct(handoffs, 99),
             "max_wait_ms": max(waits, default=0),
             "wait_stddev_ms": statistics.pstdev(waits) if waits else 0,
+            "min_sections": min(per_client),
         }), flush=True)
 
 
 if __name__ == "__main__":
-    mode, urls, iterations, secs = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), float(sys.argv[4])
+    mode, urls, count, secs = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), float(sys.argv[4])
     if mode == "quorum":
-        quorum(urls, iterations, secs)
+        quorum(urls, count, secs)
     else:
-        contention(urls[0], secs)
+        contention(urls, count, secs)

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Installs the peer libraries at pinned versions from PyPI and npm, into
-# bench/peers/.venv and bench/peers/node_modules (both git-ignored).
+# Installs the peer libraries at pinned versions: redis-py and pottery from
+# PyPI into the venv `make python` built this repository's Python package in
+# (target/python-venv, or the python given as $1), so one interpreter runs
+# all Python rows; ioredis and redlock from npm into bench/peers/node_modules
+# (git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")"
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv || { echo "python3-venv missing: skipping Python peers"; }
-fi
-if [ -x .venv/bin/python ]; then
-  .venv/bin/pip install -q "redis==5.2.1" "pottery==3.0.1"
-  # This repository's Python package (bindings/python), built by pinned maturin.
-  if command -v cargo >/dev/null 2>&1; then
-    CARGO_TARGET_DIR="$PWD/../../target/python" .venv/bin/pip install -q ../../bindings/python
-  fi
+py="${1:-../../target/python-venv/bin/python}"
+if [ -x "$py" ]; then
+  "$py" -m pip install -q "redis==5.2.1" "pottery==3.0.1"
+  "$py" -c 'import redis_lock_client' 2>/dev/null ||
+    echo "redis_lock_client not importable by $py (make python): the package's rows will be missing"
+else
+  echo "$py missing (make python): skipping the Python rows"
 fi
 if command -v npm >/dev/null 2>&1; then
   npm install --silent --no-audit --no-fund

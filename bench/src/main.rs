@@ -2,31 +2,54 @@
 //! peer libraries, measured side by side in one run on this machine.
 //! Prints a summary of ratios and writes bench/RESULTS.md and bench/*.svg.
 //!
-//! BENCH_QUICK=1 runs a smoke version in well under a minute.
+//! BENCH_QUICK=1 runs a smoke version in about two minutes (every row, short
+//! runs, two quorum rounds); the full run takes about 15 minutes.
 
 mod contention;
 mod growth;
 mod memory;
 mod peers;
 mod quorum;
+mod quorum_contention;
+mod quorum_ratios;
+mod quorum_rounds;
 mod server_side;
 mod stats;
 mod svg;
 
-use quorum::Client;
+use peers::Kind;
 use redis_lock_testkit::Server;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::Arc;
 
 struct Plan {
+    /// Server-side rounds (section 1).
     rounds: usize,
     requests: usize,
     memory_sizes: Vec<usize>,
+    /// Section 3: interleaved rounds, sequential cycles per round, seconds
+    /// per throughput figure.
+    quorum_rounds: usize,
     iterations: usize,
     secs: f64,
+    /// Section 4a (one server) and 4b (N servers): seconds per row.
+    hot_secs: f64,
+    quorum_hot_secs: f64,
     held_sizes: Vec<usize>,
     waiter_counts: Vec<usize>,
+}
+
+/// One row of a hot-key table; `label` holds the leading cells.
+fn contention_line(label: &str, r: &contention::Row) -> String {
+    format!(
+        "| {label} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
+        r.sections_per_s,
+        r.handoff_p50_us,
+        r.handoff_p99_us,
+        r.max_wait_ms,
+        r.wait_stddev_ms,
+        r.min_sections
+    )
 }
 
 fn version(cmd: &str, args: &[&str]) -> String {
@@ -52,8 +75,11 @@ async fn main() {
             rounds: 1,
             requests: 100_000,
             memory_sizes: vec![1_000, 10_000],
-            iterations: 300,
-            secs: 1.0,
+            quorum_rounds: 2,
+            iterations: 200,
+            secs: 0.3,
+            hot_secs: 1.0,
+            quorum_hot_secs: 1.0,
             held_sizes: vec![1_000],
             waiter_counts: vec![10],
         }
@@ -62,8 +88,11 @@ async fn main() {
             rounds: 3,
             requests: 500_000,
             memory_sizes: vec![1_000, 100_000, 1_000_000],
+            quorum_rounds: 3,
             iterations: 3000,
-            secs: 3.0,
+            secs: 2.0,
+            hot_secs: 6.0,
+            quorum_hot_secs: 4.0,
             held_sizes: vec![1_000, 10_000, 100_000, 1_000_000],
             waiter_counts: vec![1, 100, 1_000, 10_000],
         }
@@ -172,79 +201,43 @@ async fn main() {
     }
 
     // 3. quorum latency and throughput
-    eprintln!("[3/5] quorum client vs floor and peers...");
+    eprintln!(
+        "[3/5] quorum client vs floor and peers, {} interleaved rounds...",
+        plan.quorum_rounds
+    );
     let nodes: Vec<Server> = (0..5).map(|_| Server::start()).collect();
     let all_urls: Vec<String> = nodes.iter().map(Server::url).collect();
-    writeln!(md, "\n## 3. Quorum lock + unlock\n\nSequential latency over {} cycles (uncontended, one name per cycle slot) and throughput with 1/16/64 concurrent tasks ({} s each, a name per task), N local servers with the module. Floor: two rounds of parallel `PING` to the same N nodes (a lock + unlock needs two round trips). Peers use their own SET NX PX + Lua recipe on the same servers.\n", plan.iterations, plan.secs).unwrap();
+    let rounds =
+        quorum_rounds::run(&all_urls, plan.quorum_rounds, plan.iterations, plan.secs).await;
+    writeln!(md, "\n## 3. Quorum lock + unlock\n\nUncontended lock + unlock on N local servers with the module: sequential latency over {} cycles (p50, p99), then throughput with 1, 16 and 64 concurrent tasks ({} s each, a name per task). {} interleaved rounds: round r runs every client once (in an order rotated each round) before round r + 1; each figure is the median over rounds with the min–max in brackets.\n\n- **floor**: the cheapest fan-out a client can do. A lock + unlock needs two round trips to the N nodes, so two rounds of N `PING`s *joined on the calling task* (`futures::future::join_all`) over one persistent multiplexed connection per node. The spawned-task variant (a tokio task per node per round, as the floor was measured before) is shown for reference only.\n- **redis-lock**: the Rust client's `try_lock` + `unlock`, fencing on (the default) and off; the **Python package** `redis_lock_client` is the same client behind PyO3 (`lock(name, auto_renew=False).release()`), threads instead of tasks.\n- **peers** use their own SET NX PX + Lua recipe on the same servers (redis-py's Lock only at N = 1: it is not a quorum lock).\n", plan.iterations, plan.secs, plan.quorum_rounds).unwrap();
     writeln!(md, "| client | N | p50 us | p99 us | ops/s x1 | ops/s x16 | ops/s x64 |\n|---|---:|---:|---:|---:|---:|---:|").unwrap();
-    let mut quorum_rows: Vec<(String, usize, f64, f64)> = Vec::new();
-    for n in [1usize, 3, 5] {
-        let urls = &all_urls[..n];
-        let clients: Vec<(&str, Client)> = vec![
-            ("floor: 2x parallel PING", Client::floor(urls).await),
-            ("redis-lock (fencing on)", Client::ours(urls, true)),
-            ("redis-lock (fencing off)", Client::ours(urls, false)),
-            ("rslock 0.10.0", Client::rslock(urls)),
-        ];
-        for (name, client) in clients {
-            let lat = quorum::latency(&client, plan.iterations).await;
-            let client = Arc::new(client);
-            let mut tput = Vec::new();
-            for tasks in [1, 16, 64] {
-                tput.push(quorum::throughput(client.clone(), tasks, plan.secs).await);
-            }
-            writeln!(
-                md,
-                "| {name} | {n} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
-                lat.p50_us, lat.p99_us, tput[0], tput[1], tput[2]
-            )
-            .unwrap();
-            quorum_rows.push((name.to_string(), n, lat.p50_us, tput[2]));
-        }
-        for p in peers::quorum(urls, plan.iterations, plan.secs) {
-            writeln!(
-                md,
-                "| {} | {n} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
-                p.client, p.p50_us, p.p99_us, p.tput[0], p.tput[1], p.tput[2]
-            )
-            .unwrap();
-            quorum_rows.push((p.client.clone(), n, p.p50_us, p.tput[2]));
-        }
+    for r in &rounds.rows {
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.client,
+            r.n,
+            r.spread(|s| s.p50_us).whole(),
+            r.spread(|s| s.p99_us).whole(),
+            r.spread(|s| s.tput[0]).whole(),
+            r.spread(|s| s.tput[1]).whole(),
+            r.spread(|s| s.tput[2]).whole(),
+        )
+        .unwrap();
     }
-    let p50 = |client: &str, n: usize| {
-        quorum_rows
-            .iter()
-            .find(|r| r.0 == client && r.1 == n)
-            .map(|r| r.2)
-    };
-    writeln!(md, "\n| N | redis-lock p50 / floor p50 (target <= 1.5x) | fastest peer p50 / redis-lock p50 (target >= 2x) |\n|---:|---:|---:|").unwrap();
-    for n in [1usize, 3, 5] {
-        let ours = p50("redis-lock (fencing on)", n).unwrap();
-        let floor = p50("floor: 2x parallel PING", n).unwrap();
-        let fastest_peer = quorum_rows
-            .iter()
-            .filter(|r| r.1 == n && !r.0.starts_with("redis-lock") && !r.0.starts_with("floor"))
-            .map(|r| (r.2, r.0.clone()))
-            .min_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-        let peer = fastest_peer.map_or("n/a".to_string(), |(p, name)| {
-            format!("{:.2}x ({name})", p / ours)
-        });
-        let line = format!("| {n} | {:.2}x | {peer} |", ours / floor);
+    writeln!(md, "\nRatios, each paired within a round (this round's redis-lock over this round's floor) and then the median (min–max) over rounds; PASS/MISS judges the median. \"redis-lock\" is the Rust client with fencing on; \"fastest peer\" is the peer (rslock, node-redlock, pottery, redis-py) with the best median at that figure, named in the cell; the Python targets compare the package with the Rust client it wraps and with the fastest pure-Python peer.\n\n| measure | target | N = 1 | N = 3 | N = 5 |\n|---|---|---|---|---|").unwrap();
+    for line in quorum_ratios::table(&rounds) {
         writeln!(md, "{line}").unwrap();
-        summary += &format!(
-            "| quorum N={n}: ours/floor p50 {:.2}x (<= 1.5x), fastest peer/ours {peer} (>= 2x) |\n",
-            ours / floor
-        );
+        summary += &format!("| quorum: {}\n", line.trim_start_matches("| "));
     }
-    let chart: Vec<(String, f64)> = quorum_rows
-        .iter()
-        .filter(|r| r.1 == 3)
-        .map(|r| (r.0.clone(), r.2))
+    let chart: Vec<(String, f64)> = rounds
+        .at(3)
+        .map(|r| (r.client.clone(), r.spread(|s| s.p50_us).median))
         .collect();
     std::fs::write(
         out_dir.join("quorum-latency.svg"),
         svg::bars(
-            "Lock + unlock p50 latency, N = 3 (lower is better)",
+            "Lock + unlock p50 latency, N = 3, median of rounds (lower is better)",
             "us",
             &chart,
         ),
@@ -254,31 +247,42 @@ async fn main() {
 
     // 4. contention
     eprintln!("[4/5] contention on one hot key...");
-    let url = &all_urls[0];
-    writeln!(md, "## 4. Contention: 32 clients, one hot key, one server\n\nEach client loops lock -> empty critical section -> unlock for {} s. Hand-off = a different client's acquisition minus the previous holder's release request (a releaser re-acquiring at once is barging, not a hand-off); wait = acquisition minus request.\n\n| client | critical sections/s | hand-off p50 us | hand-off p99 us | longest wait ms | wait stddev ms |\n|---|---:|---:|---:|---:|---:|", plan.secs * 2.0).unwrap();
+    let url = &all_urls[..1];
+    writeln!(md, "## 4. Contention on one hot key\n\n### 4a. 32 clients, one server\n\nEach client loops lock -> empty critical section -> unlock for {} s. Hand-off = a different client's acquisition minus the previous holder's release request (a releaser re-acquiring at once is barging, not a hand-off); wait = acquisition minus request; sections/s counts over the whole run, including the waits in flight at the deadline; fewest sections = the least any one client completed (0 = starved).\n\n| client | critical sections/s | hand-off p50 us | hand-off p99 us | longest wait ms | wait stddev ms | fewest sections |\n|---|---:|---:|---:|---:|---:|---:|", plan.hot_secs).unwrap();
     let mut cont = vec![
         (
             "redis-lock WAIT (server-side FIFO)".to_string(),
-            contention::native(url, 32, plan.secs * 2.0).await,
+            Kind::Ours,
+            contention::native(url, "hot", 32, plan.hot_secs).await,
         ),
         (
             "rslock 0.10.0 (polling, 0-200 ms)".to_string(),
-            contention::rslock_polling(url, 32, plan.secs * 2.0).await,
+            Kind::Peer,
+            contention::rslock_polling(url, "hot:rslock", 32, plan.hot_secs).await,
         ),
     ];
-    cont.extend(peers::contention(url, plan.secs * 2.0));
-    for (name, r) in &cont {
-        writeln!(
-            md,
-            "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} |",
-            r.sections_per_s, r.handoff_p50_us, r.handoff_p99_us, r.max_wait_ms, r.wait_stddev_ms
-        )
-        .unwrap();
+    cont.extend(peers::contention(url, 32, plan.hot_secs));
+    for (name, _, r) in &cont {
+        writeln!(md, "{}", contention_line(name, r)).unwrap();
     }
-    summary += &format!("| contention: WAIT hand-off p99 {:.0} us (target <= 1000 us); {:.0} sections/s vs {:.0} (rslock polling) |\n", cont[0].1.handoff_p99_us, cont[0].1.sections_per_s, cont[1].1.sections_per_s);
+    summary += &format!("| contention: WAIT hand-off p99 {:.0} us (target <= 1000 us); {:.0} sections/s vs {:.0} (rslock polling) |\n", cont[0].2.handoff_p99_us, cont[0].2.sections_per_s, cont[1].2.sections_per_s);
+    let python_line = match cont.iter().find(|c| c.1 == Kind::OursPython) {
+        Some((_, _, r)) => format!(
+            "| contention: Python package longest wait {:.0} ms (target <= 50 ms) {} |",
+            r.max_wait_ms,
+            if r.max_wait_ms <= 50.0 {
+                "PASS"
+            } else {
+                "MISS"
+            }
+        ),
+        None => "| contention: Python package not measured (make python) |".into(),
+    };
+    writeln!(md, "\n{}", python_line.trim_matches('|').trim()).unwrap();
+    summary += &format!("{python_line}\n");
     let chart: Vec<(String, f64)> = cont
         .iter()
-        .map(|(n, r)| (n.clone(), r.sections_per_s))
+        .map(|(n, _, r)| (n.clone(), r.sections_per_s))
         .collect();
     std::fs::write(
         out_dir.join("contention.svg"),
@@ -290,6 +294,20 @@ async fn main() {
     )
     .unwrap();
     writeln!(md, "\n![contention](contention.svg)\n").unwrap();
+
+    eprintln!("      ... and on N = 3 and 5 servers");
+    let quorum_hot = quorum_contention::run(&all_urls, plan.quorum_hot_secs).await;
+    writeln!(md, "### 4b. {} clients, one key, N = 3 and 5 servers\n\nThe same loop for {} s on a quorum. redis-lock: the public `Locker::lock(name, 30 s)` (Rust) and `Locker.lock(name, wait=30.0)` (Python), however the client waits; the others poll as their libraries do. Targets for the redis-lock rows: hand-off p99 <= {:.0} ms, longest wait <= {:.0} ms, every client completes sections.\n\n| client | N | critical sections/s | hand-off p50 us | hand-off p99 us | longest wait ms | wait stddev ms | fewest sections |\n|---|---:|---:|---:|---:|---:|---:|---:|", quorum_contention::CLIENTS, plan.quorum_hot_secs, quorum_contention::MAX_HANDOFF_P99_US / 1000.0, quorum_contention::MAX_WAIT_MS).unwrap();
+    for m in &quorum_hot {
+        let label = format!("{} | {}", m.client, m.n);
+        writeln!(md, "{}", contention_line(&label, &m.row)).unwrap();
+    }
+    writeln!(md, "\n| redis-lock row | hand-off p99 (<= {:.0} ms) | longest wait (<= {:.0} ms) | every client completes sections |\n|---|---|---|---|", quorum_contention::MAX_HANDOFF_P99_US / 1000.0, quorum_contention::MAX_WAIT_MS).unwrap();
+    for line in quorum_contention::targets(&quorum_hot) {
+        writeln!(md, "{line}").unwrap();
+        summary += &format!("{line}\n");
+    }
+    writeln!(md).unwrap();
     drop(nodes);
 
     // 5. growth
@@ -322,6 +340,8 @@ async fn main() {
         )
         .unwrap();
     }
+    // Measured by hand with redis-lock-profile under perf: appended as is.
+    md += include_str!("../where-time-goes.md");
     std::fs::write(out_dir.join("RESULTS.md"), &md).unwrap();
     println!("{md}");
     eprintln!("\nSummary (also in bench/RESULTS.md):\n{summary}");

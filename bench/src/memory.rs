@@ -19,6 +19,10 @@ fn used(c: &mut redis::Connection) -> i64 {
         .unwrap()
 }
 
+/// Long enough to outlive the measurement: the module's default
+/// `lock.max-ttl-ms` (10 min), the longest TTL it accepts.
+const TTL_MS: u64 = 600_000;
+
 fn per_key(c: &mut redis::Connection, n: usize, lock: bool) -> f64 {
     redis::cmd("FLUSHALL").arg("SYNC").query::<()>(c).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
@@ -32,14 +36,14 @@ fn per_key(c: &mut redis::Connection, n: usize, lock: bool) -> f64 {
                 p.cmd("LOCK.ACQUIRE")
                     .arg(key)
                     .arg(owner)
-                    .arg(3_600_000)
+                    .arg(TTL_MS)
                     .ignore();
             } else {
                 p.cmd("SET")
                     .arg(key)
                     .arg(owner)
                     .arg("PX")
-                    .arg(3_600_000)
+                    .arg(TTL_MS)
                     .ignore();
             }
         }
