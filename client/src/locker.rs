@@ -578,7 +578,12 @@ impl Locker {
         // Several servers and a wait: queue in their WAIT queues (fair, a
         // hand-off per round trip) unless rounds were capped explicitly.
         if !single && !wait.is_zero() && cfg.retry_count.is_none() {
-            return self.acquire_queued(req, deadline).await;
+            match self.acquire_queued(req, deadline).await {
+                // A module from before TICKET (a rolling upgrade): poll.
+                Err(Error::Rejected { message, .. })
+                    if message.contains("unknown option 'TICKET'") => {}
+                other => return other,
+            }
         }
         let mut rounds = 0u32;
         loop {
