@@ -106,7 +106,7 @@ pub(crate) const WAIT_SLACK: Duration = Duration::from_millis(250);
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
 const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
 
-fn failed(e: Failure) -> Answer {
+pub(crate) fn failed(e: Failure) -> Answer {
     match e {
         Failure::Transient(cause) => Answer::Failed(cause),
         Failure::Rejected(message) => Answer::Rejected(message),

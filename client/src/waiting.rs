@@ -195,10 +195,15 @@ impl Locker {
                         other => Slot::Out(Some(other)),
                     };
                 }
-                Some((i, _)) = returns.next(), if !returns.is_empty() => {
-                    // Given back (or the server failed: then the same-owner
-                    // request below renews the grant, which is harmless).
-                    slots[i] = Slot::Retry(Instant::now());
+                Some((i, reply)) = returns.next(), if !returns.is_empty() => {
+                    // Queue again only after the server confirmed the give
+                    // back. A RELEASE that timed out may still arrive later
+                    // and free a grant we would count again: leave that
+                    // server out of this acquisition.
+                    slots[i] = match reply {
+                        Ok(_) => Slot::Retry(Instant::now()),
+                        Err(e) => Slot::Out(Some(crate::locker::failed(e))),
+                    };
                 }
                 _ = tokio::time::sleep_until(wake.into()) => {
                     if holdout_at.is_some_and(|at| Instant::now() >= at) {
