@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::error::Error;
-use crate::node::{timed_out, Failure, Node};
+use crate::node::{timed_out, within, Failure, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use futures_util::future::BoxFuture;
@@ -229,10 +229,7 @@ pub(crate) fn settle_late(
     let settle = async move {
         while let Some((i, reply)) = late.next().await {
             if matches!(acquire_answer(reply), Answer::Yes(_)) && gone.load(Ordering::Acquire) {
-                let mut cmd = redis::cmd("LOCK.RELEASE");
-                cmd.arg(&name).arg(&owner);
-                let timeout = locker.inner.config.node_timeout;
-                let _ = locker.send(i, Arc::new(cmd), Some(timeout), false).await;
+                let _ = locker.release_on(i, &name, &owner).await;
             }
         }
     };
@@ -240,6 +237,13 @@ pub(crate) fn settle_late(
         Some(at) => drop(tokio::spawn(tokio::time::timeout_at(at, settle))),
         None => drop(tokio::spawn(settle)),
     }
+}
+
+/// `LOCK.RELEASE name owner`.
+pub(crate) fn release_cmd(name: &str, owner: &str) -> Cmd {
+    let mut cmd = redis::cmd("LOCK.RELEASE");
+    cmd.arg(name).arg(owner);
+    cmd
 }
 
 pub(crate) fn ms(d: Duration) -> u64 {
@@ -357,13 +361,22 @@ impl Locker {
                 }
             };
             let reply = match timeout {
-                Some(t) => tokio::time::timeout(t, query)
-                    .await
-                    .unwrap_or_else(|_| Err(timed_out(t))),
+                Some(t) => within(t, query).await,
                 None => query.await,
             };
             (i, reply)
         })
+    }
+
+    /// `LOCK.RELEASE` on node `i` alone, with the node timeout.
+    pub(crate) fn release_on(
+        &self,
+        i: usize,
+        name: &str,
+        owner: &str,
+    ) -> BoxFuture<'static, Reply> {
+        let timeout = self.inner.config.node_timeout;
+        self.send(i, Arc::new(release_cmd(name, owner)), Some(timeout), false)
     }
 
     fn all(&self) -> Vec<usize> {
@@ -507,8 +520,7 @@ impl Locker {
 
     /// Release on every node, waiting for each answer (or its timeout).
     pub(crate) async fn release_everywhere(&self, name: &str, owner: &str) -> Tally {
-        let mut cmd = redis::cmd("LOCK.RELEASE");
-        cmd.arg(name).arg(owner);
+        let cmd = release_cmd(name, owner);
         let round = self
             .round(
                 &self.all(),

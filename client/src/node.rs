@@ -151,10 +151,18 @@ impl Node {
 
     /// [`Node::query_shared`] with a deadline.
     pub async fn query(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, Failure> {
-        tokio::time::timeout(timeout, self.query_shared(cmd))
-            .await
-            .unwrap_or_else(|_| Err(timed_out(timeout)))
+        within(timeout, self.query_shared(cmd)).await
     }
+}
+
+/// `query`'s reply, or a timeout failure once `timeout` has passed.
+pub(crate) async fn within(
+    timeout: Duration,
+    query: impl std::future::Future<Output = Result<Value, Failure>>,
+) -> Result<Value, Failure> {
+    tokio::time::timeout(timeout, query)
+        .await
+        .unwrap_or_else(|_| Err(timed_out(timeout)))
 }
 
 /// The failure of a request whose deadline passed.

@@ -129,9 +129,7 @@ impl Locker {
         name: &str,
         owner: &str,
     ) -> Vec<(String, Result<i64, String>)> {
-        let mut cmd = redis::cmd("LOCK.RELEASE");
-        cmd.arg(name).arg(owner);
-        self.on_each(cmd, |r| match r? {
+        self.on_each(crate::locker::release_cmd(name, owner), |r| match r? {
             Value::Int(i) => Ok(i),
             other => Err(format!("unexpected reply {other:?}")),
         })

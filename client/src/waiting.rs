@@ -17,11 +17,8 @@
 //! grants from a majority, exactly as in a polling round.
 
 use crate::error::Error;
-use crate::locker::{
-    acquire_answer, ms, settle_late, Lock, Locker, Pending, Reply, Request, WAIT_SLACK,
-};
+use crate::locker::{acquire_answer, ms, settle_late, Lock, Locker, Pending, Request, WAIT_SLACK};
 use crate::quorum::{self, Answer, Tally};
-use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::Cmd;
@@ -211,7 +208,7 @@ impl Locker {
                         for (i, slot) in slots.iter_mut().enumerate() {
                             if matches!(slot, Slot::Granted(..)) {
                                 *slot = Slot::Returning;
-                                returns.push(self.release_on(i, req));
+                                returns.push(self.release_on(i, req.name, req.owner));
                             }
                         }
                     }
@@ -253,17 +250,6 @@ impl Locker {
     fn pause(&self) -> Duration {
         let (lo, hi) = self.inner.config.retry_delay;
         rand::thread_rng().gen_range(lo..=hi)
-    }
-
-    fn release_on(&self, i: usize, req: &Request<'_>) -> BoxFuture<'static, Reply> {
-        let mut cmd = redis::cmd("LOCK.RELEASE");
-        cmd.arg(req.name).arg(req.owner);
-        self.send(
-            i,
-            Arc::new(cmd),
-            Some(self.inner.config.node_timeout),
-            false,
-        )
     }
 
     /// The error of a queued acquisition that ended without a majority.
