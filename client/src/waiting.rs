@@ -9,9 +9,10 @@
 //! majority gives them back after a hold-out and queues again under the same
 //! ticket, so it keeps its place. The hold-out grows with the time already
 //! waited: younger waiters give back first, and what they give goes to the
-//! head of each queue, the oldest waiter, which reaches a majority. Nobody
-//! holds a minority forever (no deadlock) and the oldest waiter is served
-//! next (no starvation); `tests/quorum_waiting.rs` shows both.
+//! head of each queue, the oldest waiter, which reaches a majority. Known
+//! gap: two waiters at the hold-out cap can give back in lockstep and swap
+//! grants until their waits end (an attack run found it); the hold-out
+//! needs jitter.
 //!
 //! Safety does not depend on any of this: a waiter holds the lock only with
 //! grants from a majority, exactly as in a polling round.
