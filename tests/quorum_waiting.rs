@@ -263,3 +263,70 @@ async fn waiters_reconnect_to_restarted_servers() {
         .unwrap();
     assert_eq!(lock.owner().len(), 32);
 }
+
+/// Owners of `key` on each node.
+fn holders(nodes: &[&Server], key: &str) -> Vec<Option<Vec<u8>>> {
+    nodes
+        .iter()
+        .map(|n| status(&mut n.conn(), key).map(|s| s.0))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_give_back_that_times_out_is_never_counted_again() {
+    // The waiter's give-back RELEASE to one server is held up in the network
+    // past the node timeout. Counting that server's grant again (it still
+    // says "granted": the RELEASE has not arrived) would make a lock that
+    // the late RELEASE then takes away: a majority on paper, a minority on
+    // the servers, and a second holder possible.
+    let nodes = servers(3);
+    let proxy = DelayProxy::to(nodes[2].port);
+    let urls = vec![nodes[0].url(), nodes[1].url(), proxy.url()];
+    let waiter = Builder::new(&urls)
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let all = [&nodes[0], &nodes[1], &nodes[2]];
+    for release_a_after in [250u64, 320, 400, 550] {
+        for node in &nodes[..2] {
+            assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
+        }
+        proxy.delay("LOCK.RELEASE", Duration::from_millis(900));
+        let w = waiter.clone();
+        let waiting = tokio::spawn(async move {
+            let opts = LockOptions::new().wait(Duration::from_secs(10)).owner("w1");
+            w.acquire("k", &opts).await
+        });
+        // Granted the free server: a minority, so it gives it back (delayed).
+        assert!(eventually(Duration::from_secs(2), || {
+            holders(&all, "k")[2].as_deref() == Some(b"w1".as_slice())
+        }));
+        tokio::time::sleep(Duration::from_millis(release_a_after)).await;
+        assert_eq!(int(&mut nodes[0].conn(), "LOCK.RELEASE k other"), 1);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        if !waiting.is_finished() {
+            assert_eq!(int(&mut nodes[1].conn(), "LOCK.RELEASE k other"), 1);
+        }
+        let lock = waiting.await.unwrap().expect("the waiter gets the lock");
+        // Every delayed RELEASE has landed by now.
+        proxy.clear();
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let owned = holders(&all, "k")
+            .iter()
+            .filter(|o| o.as_deref() == Some(b"w1".as_slice()))
+            .count();
+        assert!(lock.validity() > Duration::ZERO);
+        assert!(
+            owned >= 2,
+            "A released after {release_a_after} ms: the lock is valid for {:?} but held on {owned} of 3 servers: {:?}",
+            lock.validity(),
+            holders(&all, "k")
+        );
+        waiter.unlock(&lock).await.unwrap();
+        for node in &nodes {
+            let _ = q(&mut node.conn(), "LOCK.RELEASE k other");
+            assert_eq!(status(&mut node.conn(), "k"), None);
+        }
+    }
+}

@@ -2,7 +2,9 @@
 //! processes with the module, the clock shim, and the chaos analysis.
 
 pub mod chaos;
+pub mod proxy;
 pub mod server;
 pub mod shim;
 
+pub use proxy::DelayProxy;
 pub use server::*;
