@@ -330,3 +330,132 @@ async fn a_give_back_that_times_out_is_never_counted_again() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_waiters_with_split_grants_do_not_swap_them_forever() {
+    // C is held by someone else, so each waiter needs both A and B. Each
+    // waiter's path to one of them is slow (its requests there arrive 30 ms
+    // late), so w1 is granted A and w2 B, each queued behind the other:
+    // both hold a minority and give it back on the same schedule, each
+    // handing its grant to the other. Without something to break the tie
+    // they swap A and B until their waits run out.
+    let nodes = servers(3);
+    assert!(int(&mut nodes[2].conn(), "LOCK.ACQUIRE k other 60000") > 0);
+    let slow_b = DelayProxy::to(nodes[1].port);
+    let slow_a = DelayProxy::to(nodes[0].port);
+    slow_b.delay("LOCK.ACQUIRE", Duration::from_millis(30));
+    slow_a.delay("LOCK.ACQUIRE", Duration::from_millis(30));
+    let c = nodes[2].url();
+    let lockers: Vec<Locker> = [
+        [nodes[0].url(), slow_b.url(), c.clone()],
+        [slow_a.url(), nodes[1].url(), c],
+    ]
+    .iter()
+    .map(|urls| {
+        Builder::new(urls)
+            .ttl(Duration::from_secs(10))
+            .node_timeout(Duration::from_millis(200))
+            .build()
+            .unwrap()
+    })
+    .collect();
+    // The tie is broken at random: try it several times.
+    for round in 0..6 {
+        let mut tasks = Vec::new();
+        for (id, locker) in lockers.iter().cloned().enumerate() {
+            tasks.push(tokio::spawn(async move {
+                let started = Instant::now();
+                let got = locker.lock("k", Duration::from_secs(2)).await;
+                let lock =
+                    got.map_err(|e| format!("w{}: {e} after {:?}", id + 1, started.elapsed()))?;
+                // Hold it long enough for the other to be queued behind it.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                locker.unlock(&lock).await.unwrap();
+                Ok::<_, String>(started.elapsed())
+            }));
+        }
+        let mut outcomes = Vec::new();
+        for t in tasks {
+            outcomes.push(t.await.unwrap());
+        }
+        println!("round {round}: {outcomes:?}");
+        assert!(
+            outcomes.iter().all(Result::is_ok),
+            "round {round}: {outcomes:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waiters_split_across_two_free_servers_do_not_livelock() {
+    // One of three servers is held by someone else for the whole test, so
+    // every waiter needs both of the other two. Grants split between two
+    // waiters there; the two give back and must not keep swapping them in
+    // lockstep while everyone else starves.
+    let nodes = servers(3);
+    assert!(int(&mut nodes[2].conn(), "LOCK.ACQUIRE k other 60000") > 0);
+    let inside = Arc::new(AtomicBool::new(false));
+    let stop = Instant::now() + Duration::from_secs(2);
+    let mut tasks = Vec::new();
+    for id in 0..12 {
+        let locker = locker(&nodes);
+        let inside = inside.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut sections = 0u32;
+            while Instant::now() < stop {
+                let lock = match locker.lock("k", Duration::from_secs(3)).await {
+                    Ok(lock) => lock,
+                    Err(e) => return Err(format!("client {id} after {sections} sections: {e}")),
+                };
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                inside.store(false, Ordering::SeqCst);
+                sections += 1;
+                locker.unlock(&lock).await.unwrap();
+            }
+            Ok(sections)
+        }));
+    }
+    let mut counts = Vec::new();
+    for t in tasks {
+        counts.push(t.await.unwrap());
+    }
+    println!("sections per client: {counts:?}");
+    assert!(
+        counts.iter().all(|c| matches!(c, Ok(n) if *n >= 1)),
+        "a waiter starved: {counts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waits_longer_than_a_server_takes_still_wait() {
+    // 2^31 - 1 ms (~24.8 days) is the longest WAIT a server accepts; a longer
+    // wait, up to Duration::MAX ("forever"), must neither be refused nor panic.
+    for n in [1, 3] {
+        let nodes = servers(n);
+        for wait in [Duration::from_secs(30 * 24 * 3600), Duration::MAX] {
+            for node in &nodes {
+                assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
+            }
+            let waiter = locker(&nodes);
+            let waiting = tokio::spawn(async move {
+                let lock = waiter.lock("k", wait).await?;
+                waiter.unlock(&lock).await.map(|_| lock.token())
+            });
+            assert!(eventually(Duration::from_secs(2), || {
+                nodes
+                    .iter()
+                    .all(|node| info_field(&mut node.conn(), "lock", "lock_waiters") == "1")
+            }));
+            assert!(!waiting.is_finished(), "N={n} {wait:?}: still waiting");
+            for node in &nodes {
+                assert_eq!(int(&mut node.conn(), "LOCK.RELEASE k other"), 1);
+            }
+            let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+                .await
+                .expect("handed over")
+                .unwrap();
+            assert!(got.is_ok(), "N={n} {wait:?}: {got:?}");
+        }
+    }
+}

@@ -104,7 +104,7 @@ pub fn random_owner() -> String {
 pub(crate) const WAIT_SLACK: Duration = Duration::from_millis(250);
 
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
-const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
+pub(crate) const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
 
 pub(crate) fn failed(e: Failure) -> Answer {
     match e {
@@ -586,7 +586,12 @@ impl Locker {
     async fn acquire_as(&self, req: &Request<'_>, wait: Duration) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
         let single = self.inner.nodes.len() == 1;
-        let deadline = Instant::now() + wait;
+        // A wait too long for the clock (`Duration::MAX`: "forever") is a
+        // century: no panic on the addition.
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(wait)
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
         // Several servers and a wait: queue in their WAIT queues (fair, a
         // hand-off per round trip) unless rounds were capped explicitly.
         if !single && !wait.is_zero() && cfg.retry_count.is_none() {

@@ -9,16 +9,21 @@
 //! majority gives them back after a hold-out and queues again under the same
 //! ticket, so it keeps its place. The hold-out grows with the time already
 //! waited: younger waiters give back first, and what they give goes to the
-//! head of each queue, the oldest waiter, which reaches a majority. Known
-//! gap: two waiters at the hold-out cap can give back in lockstep and swap
-//! grants until their waits end (an attack run found it); the hold-out
-//! needs jitter.
+//! head of each queue, the oldest waiter, which reaches a majority. It is
+//! also drawn at random between one and two times that: two waiters that
+//! split the grants and have waited as long would otherwise give back at
+//! the same instant, each handing its grant to the other, and swap them in
+//! lockstep until their waits end. With the random factor, one of them
+//! gives back a round trip before the other with a probability that only
+//! grows round after round, and the other then holds a majority.
 //!
 //! Safety does not depend on any of this: a waiter holds the lock only with
 //! grants from a majority, exactly as in a polling round.
 
 use crate::error::Error;
-use crate::locker::{acquire_answer, ms, settle_late, Lock, Locker, Pending, Request, WAIT_SLACK};
+use crate::locker::{
+    acquire_answer, ms, settle_late, Lock, Locker, Pending, Request, MAX_SERVER_WAIT, WAIT_SLACK,
+};
 use crate::quorum::{self, Answer, Tally};
 use futures_util::stream::StreamExt;
 use rand::Rng;
@@ -31,12 +36,19 @@ use std::time::{Duration, Instant};
 /// above a local round trip, so that the grants of one hand-off (which leave
 /// the servers together) have all arrived.
 const HOLDOUT_BASE: Duration = Duration::from_millis(2);
-/// Longest hold-out: a waiter that waited long still gives back within it.
+/// Longest hold-out before the random factor: a waiter that waited long
+/// still gives back within twice this.
 const HOLDOUT_MAX: Duration = Duration::from_millis(250);
 
-/// How long a waiter that has waited `waited` keeps a minority of grants.
-pub(crate) fn holdout(waited: Duration) -> Duration {
-    (HOLDOUT_BASE + waited / 4).min(HOLDOUT_MAX)
+/// How long a waiter that has waited `waited` keeps a minority of grants,
+/// with `rtt` the quickest round trip it saw to a server and `spread` a
+/// random number in [0, 1): at least twice the round trip (the grants of a
+/// hand-off all arrive) plus a quarter of the wait, capped, then stretched
+/// by 1 + `spread` so that two waiters on the same schedule fall out of it.
+pub(crate) fn holdout(waited: Duration, rtt: Duration, spread: f64) -> Duration {
+    let base = HOLDOUT_BASE.max(rtt * 2);
+    let plain = (base + waited / 4).min(HOLDOUT_MAX.max(base));
+    plain.mul_f64(1.0 + spread.clamp(0.0, 1.0))
 }
 
 /// One server's part in a queued acquisition.
@@ -58,7 +70,11 @@ enum Slot {
 
 impl Locker {
     fn queue_request(&self, req: &Request<'_>, ticket: u64, deadline: Instant) -> (Cmd, Duration) {
-        let left = deadline.saturating_duration_since(Instant::now());
+        // A longer wait than the server takes is cut to its maximum; at its
+        // end the server says "busy" early and the request is sent again.
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .min(MAX_SERVER_WAIT);
         let mut cmd = redis::cmd("LOCK.ACQUIRE");
         cmd.arg(req.name)
             .arg(req.owner)
@@ -87,8 +103,9 @@ impl Locker {
         // The same ticket on every server gives every queue the same order;
         // kept across attempts, so a retry keeps its place.
         let ticket = quorum::unix_micros().max(1);
+        let called = Instant::now();
         loop {
-            match self.queue_once(req, ticket, deadline).await {
+            match self.queue_once(req, ticket, called, deadline).await {
                 // A majority granted but could not be fenced or kept valid
                 // (an outage, a node's clock far off): pause, then queue
                 // again while the wait lasts.
@@ -108,6 +125,7 @@ impl Locker {
         &self,
         req: &Request<'_>,
         ticket: u64,
+        called: Instant,
         deadline: Instant,
     ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
@@ -120,6 +138,9 @@ impl Locker {
         let mut acquires = Pending::new();
         let mut returns = Pending::new();
         let mut holdout_at: Option<Instant> = None;
+        // The quickest reply to a request of this acquisition: a bound on
+        // the round trip to the nearest server (zero until one came).
+        let mut rtt: Option<Duration> = None;
         // Waiting past the deadline only for replies already on their way.
         let hard_stop = deadline + cfg.node_timeout.min(WAIT_SLACK);
 
@@ -156,7 +177,8 @@ impl Locker {
             if granted == 0 {
                 holdout_at = None;
             } else if holdout_at.is_none() {
-                holdout_at = Some(now + holdout(now - began));
+                let spread = rand::thread_rng().gen::<f64>();
+                holdout_at = Some(now + holdout(now - called, rtt.unwrap_or_default(), spread));
             }
             let next_retry = slots
                 .iter()
@@ -174,6 +196,7 @@ impl Locker {
                 Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
                     let sent = match slots[i] { Slot::Queued(at) => at, _ => now };
                     let now = Instant::now();
+                    rtt = Some(rtt.map_or(now - sent, |r| r.min(now - sent)));
                     let answer = acquire_answer(reply);
                     if !matches!(answer, Answer::Failed(_)) {
                         causes[i] = None;
@@ -281,8 +304,41 @@ mod tests {
 
     #[test]
     fn holdout_grows_with_the_wait_and_is_capped() {
-        assert_eq!(holdout(Duration::ZERO), HOLDOUT_BASE);
-        assert!(holdout(Duration::from_millis(40)) > holdout(Duration::from_millis(4)));
-        assert_eq!(holdout(Duration::from_secs(60)), HOLDOUT_MAX);
+        let local = Duration::from_micros(100);
+        let h = |waited_ms| holdout(Duration::from_millis(waited_ms), local, 0.0);
+        assert_eq!(h(0), HOLDOUT_BASE);
+        assert!(h(40) > h(4));
+        assert_eq!(h(60_000), HOLDOUT_MAX);
+        assert_eq!(
+            holdout(Duration::from_secs(60), local, 0.999),
+            HOLDOUT_MAX.mul_f64(1.999)
+        );
+    }
+
+    #[test]
+    fn holdout_covers_the_round_trip() {
+        // Far servers: a hand-off's grants arrive a round trip apart.
+        let rtt = Duration::from_millis(30);
+        assert_eq!(holdout(Duration::ZERO, rtt, 0.0), rtt * 2);
+        // A round trip beyond the cap still gets it.
+        let slow = Duration::from_millis(400);
+        assert_eq!(holdout(Duration::from_secs(9), slow, 0.0), slow * 2);
+    }
+
+    #[test]
+    fn waiters_on_the_same_schedule_fall_out_of_it() {
+        // Two waiters at the cap, as in the lockstep the attack run found:
+        // their give-backs must usually be more than a round trip apart.
+        let mut rng = rand::thread_rng();
+        let waited = Duration::from_secs(5);
+        let rtt = Duration::from_millis(1);
+        let apart = (0..1000)
+            .filter(|_| {
+                let a = holdout(waited, rtt, rng.gen());
+                let b = holdout(waited, rtt, rng.gen());
+                a.abs_diff(b) > rtt * 2
+            })
+            .count();
+        assert!(apart > 950, "{apart} of 1000 pairs apart");
     }
 }
