@@ -459,3 +459,32 @@ async fn waits_longer_than_a_server_takes_still_wait() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_at_any_moment_leaves_nothing_behind() {
+    // Cancel at moments that fall in every phase: connecting, queued,
+    // granted a minority, giving it back, queuing again.
+    let nodes = servers(3);
+    for node in &nodes[..2] {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 60000") > 0);
+    }
+    let waiter = locker(&nodes);
+    for after_us in [0u64, 200, 500, 1000, 2000, 3000, 5000, 8000, 20_000, 60_000] {
+        let cancelled = tokio::time::timeout(
+            Duration::from_micros(after_us),
+            waiter.lock("k", Duration::from_secs(10)),
+        )
+        .await;
+        assert!(cancelled.is_err(), "still waiting when cancelled");
+        assert!(
+            eventually(Duration::from_secs(3), || {
+                status(&mut nodes[2].conn(), "k").is_none()
+                    && nodes
+                        .iter()
+                        .all(|node| info_field(&mut node.conn(), "lock", "lock_waiters") == "0")
+            }),
+            "cancelled after {after_us} µs: {:?} holds the free server",
+            status(&mut nodes[2].conn(), "k")
+        );
+    }
+}
