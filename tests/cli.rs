@@ -362,3 +362,23 @@ fn conflict_exit_code_owner_and_help() {
         assert!(text.contains(needle), "run --help lacks {needle}:\n{text}");
     }
 }
+
+/// A TTL the client cannot use is a bad argument like any other (64), not
+/// bad settings (78), and the message says what is wrong with it.
+#[test]
+fn a_ttl_below_the_minimum_is_a_usage_error() {
+    let nodes = [Server::start()];
+    let out = cli(&nodes, &["run", "--ttl", "0s", "job", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--ttl") && err.contains("at least 10ms"),
+        "{err}"
+    );
+    assert!(
+        status(&mut nodes[0].conn(), "job").is_none(),
+        "nothing acquired"
+    );
+}

@@ -33,7 +33,7 @@ pub mod quorum;
 mod status;
 mod waiting;
 
-pub use config::{Builder, Config};
+pub use config::{Builder, Config, MIN_TTL};
 pub use error::{Error, NodeFailure};
 pub use guard::AutoLock;
 pub use locker::{random_owner, Lock, Locker};

@@ -3,7 +3,7 @@
 use crate::exit;
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
-use redis_lock_client::duration;
+use redis_lock_client::{duration, MIN_TTL};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -38,8 +38,8 @@ pub struct Cli {
 #[derive(clap::Args)]
 #[command(after_help = exit::TABLE)]
 pub struct Run {
-    /// Lock TTL; renewed every third of it (500ms, 10s, 2m, 1h).
-    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    /// Lock TTL; renewed every third of it (500ms, 10s, 2m, 1h; at least 10ms).
+    #[arg(long, default_value = "10s", value_parser = ttl)]
     pub ttl: Duration,
     /// How long to wait while another owner holds the lock (a deadline: it
     /// keeps trying until then).
@@ -83,6 +83,17 @@ pub enum Cmd {
     },
 }
 
+/// `--ttl`: checked here rather than by the client's builder, so that a TTL
+/// it cannot use is a bad command line (64) like any other bad value, not
+/// bad settings (78).
+fn ttl(text: &str) -> Result<Duration, String> {
+    let ttl = duration::parse(text)?;
+    if ttl < MIN_TTL {
+        return Err(format!("the TTL must be at least {MIN_TTL:?}"));
+    }
+    Ok(ttl)
+}
+
 /// Whether a failed `run` command line probably lacks the `--` before CMD.
 pub fn forgot_dashdash(args: &[String]) -> bool {
     args.iter().skip(1).any(|a| a == "run") && !args.iter().any(|a| a == "--")
@@ -112,6 +123,13 @@ mod tests {
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn ttl_has_a_minimum() {
+        assert_eq!(ttl("10ms"), Ok(MIN_TTL));
+        assert!(ttl("0s").unwrap_err().contains("at least 10ms"));
+        assert!(ttl("soon").unwrap_err().contains("invalid duration"));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 use redis_lock_client::Error;
 use std::process::ExitStatus;
 
-/// Bad command line: unknown option, bad duration, missing `--`.
+/// Bad command line: unknown option, bad duration, `--ttl` below the
+/// minimum, missing `--`.
 pub const USAGE: u8 = 64;
 /// No majority of servers could be reached.
 pub const UNAVAILABLE: u8 = 69;
@@ -30,7 +31,8 @@ Exit codes:
   69         no majority of the servers could be reached
   78         bad settings, or the servers refused the request (TTL above
              lock.max-ttl-ms, NOPERM, wrong password, a server listed twice)
-  64         bad command line (e.g. a bad duration, a missing --)
+  64         bad command line (e.g. a bad duration, a --ttl below 10ms, a
+             missing --)
   126        the command is not executable
   127        the command was not found
   128+N      redis-lock got signal N while waiting for the lock";
