@@ -15,8 +15,13 @@ fn servers_arg(nodes: &[Server]) -> String {
 }
 
 fn cli(nodes: &[Server], args: &[&str]) -> Command {
+    cli_at(&servers_arg(nodes), args)
+}
+
+/// The CLI with `servers` (comma-separated URLs) as its server list.
+fn cli_at(servers: &str, args: &[&str]) -> Command {
     let mut c = Command::new(cli_path());
-    c.env("REDIS_LOCK_SERVERS", servers_arg(nodes)).args(args);
+    c.env("REDIS_LOCK_SERVERS", servers).args(args);
     c
 }
 
@@ -381,4 +386,35 @@ fn a_ttl_below_the_minimum_is_a_usage_error() {
         status(&mut nodes[0].conn(), "job").is_none(),
         "nothing acquired"
     );
+}
+
+/// A host name the resolver says does not exist is a typo in the settings
+/// (78, naming the host), for every subcommand and even when a majority of
+/// the other servers is fine; a server that is down is unavailable (69).
+#[test]
+fn an_unknown_host_is_bad_settings_and_a_down_server_unavailable() {
+    let unknown = "redis://no-such-host.invalid:7000/";
+    for args in [
+        &["run", "job", "--", "true"][..],
+        &["status", "job"],
+        &["release", "job", "--owner", "x"],
+    ] {
+        let out = cli_at(unknown, args).output().unwrap();
+        assert_eq!(out.status.code(), Some(78), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no-such-host.invalid"), "{args:?}: {err}");
+    }
+    let mut nodes: Vec<Server> = (0..2).map(|_| Server::start()).collect();
+    let mixed = format!("{},{unknown}", servers_arg(&nodes));
+    let out = cli_at(&mixed, &["run", "job", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    assert!(nodes.iter().all(|n| status(&mut n.conn(), "job").is_none()));
+    let down = nodes[0].url();
+    nodes[0].kill();
+    let out = cli_at(&down, &["run", "job", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
 }

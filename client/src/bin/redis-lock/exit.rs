@@ -13,7 +13,8 @@ pub const CONFLICT: u8 = 75;
 /// The lock was lost while the command ran; the command was stopped.
 pub const LOST: u8 = 76;
 /// Bad settings or a server refusing for good (URLs, a server listed twice,
-/// TTL above the server's maximum, NOPERM, wrong password).
+/// a host name that does not exist, TTL above the server's maximum, NOPERM,
+/// wrong password).
 pub const CONFIG: u8 = 78;
 /// The command exists but could not be executed.
 pub const NOT_EXECUTABLE: u8 = 126;
@@ -30,7 +31,8 @@ Exit codes:
              SIGKILL after --grace
   69         no majority of the servers could be reached
   78         bad settings, or the servers refused the request (TTL above
-             lock.max-ttl-ms, NOPERM, wrong password, a server listed twice)
+             lock.max-ttl-ms, NOPERM, wrong password, a server listed twice,
+             a server host name that does not exist)
   64         bad command line (e.g. a bad duration, a --ttl below 10ms, a
              missing --)
   126        the command is not executable

@@ -4,6 +4,7 @@
 mod args;
 mod child;
 mod exit;
+mod hosts;
 mod signals;
 
 use args::{Cmd, Run};
@@ -30,6 +31,12 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::CONFIG);
         }
     };
+    if let Some(host) = hosts::unknown(&cli.servers) {
+        eprintln!(
+            "redis-lock: server host {host:?} does not exist (the resolver knows no such name)"
+        );
+        return ExitCode::from(exit::CONFIG);
+    }
     // One thread: the command is forked from the main thread, which lives
     // as long as the CLI (see child::spawn on PR_SET_PDEATHSIG).
     let rt = tokio::runtime::Builder::new_current_thread()
