@@ -418,3 +418,42 @@ fn an_unknown_host_is_bad_settings_and_a_down_server_unavailable() {
         .unwrap();
     assert_eq!(out.status.code(), Some(69), "{out:?}");
 }
+
+/// `release` tells "not held" (1) from "no majority answered" (69) and
+/// from a refusal by the servers (78).
+#[test]
+fn release_tells_not_held_from_unreachable_and_refused() {
+    let mut nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let release = ["release", "job", "--owner", "nobody"];
+    let out = cli(&nodes, &release).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .matches("not held")
+            .count(),
+        3
+    );
+    // One server still answers "not held": that is no majority.
+    nodes[0].kill();
+    nodes[1].kill();
+    let out = cli(&nodes, &release).output().unwrap();
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let mut c = nodes[2].conn();
+    q(&mut c, "ACL SETUSER limited on >pw ~* +@all -lock.release").unwrap();
+    let port = nodes[2].port;
+    for url in [
+        format!("redis://limited:pw@127.0.0.1:{port}/"),
+        format!("redis://limited:wrong@127.0.0.1:{port}/"),
+    ] {
+        let out = cli_at(&url, &release).output().unwrap();
+        assert_eq!(out.status.code(), Some(78), "{url}: {out:?}");
+    }
+    let help = cli(&nodes, &["release", "--help"]).output().unwrap();
+    let text = String::from_utf8(help.stdout).unwrap();
+    for needle in ["Exit codes", "\n  1 ", "\n  69 ", "\n  78 "] {
+        assert!(
+            text.contains(needle),
+            "release --help lacks {needle:?}:\n{text}"
+        );
+    }
+}

@@ -37,5 +37,6 @@ pub use config::{Builder, Config, MIN_TTL};
 pub use error::{Error, NodeFailure};
 pub use guard::AutoLock;
 pub use locker::{random_owner, Lock, Locker};
+pub use node::Failure;
 pub use options::LockOptions;
 pub use status::{quorum_state, NodeReport, NodeStatus, QuorumState};

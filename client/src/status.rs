@@ -107,49 +107,45 @@ pub fn quorum_state(reports: &[NodeReport]) -> QuorumState {
     QuorumState::Unknown
 }
 
-fn text(e: Failure) -> String {
-    match e {
-        Failure::Transient(s) | Failure::Rejected(s) => s,
-    }
-}
-
 impl Locker {
     /// `LOCK.STATUS` on every node in parallel (operators' view), in the
     /// order of the URLs. See [`quorum_state`] for the verdict.
     pub async fn status(&self, name: &str) -> Vec<NodeReport> {
         let mut cmd = redis::cmd("LOCK.STATUS");
         cmd.arg(name);
-        self.on_each(cmd, |r| r.and_then(parse_status)).await
+        self.on_each(cmd)
+            .await
+            .into_iter()
+            .map(|(node, r)| (node, r.map_err(|e| e.to_string()).and_then(parse_status)))
+            .collect()
     }
 
     /// Release a lock for a given owner on every node (operators): per node
-    /// 1 released, 0 held by another owner, -1 not held.
+    /// 1 released, 0 held by another owner, -1 not held, or why there is no
+    /// answer ([`Failure::Rejected`] when the server refused for good).
     pub async fn force_release(
         &self,
         name: &str,
         owner: &str,
-    ) -> Vec<(String, Result<i64, String>)> {
-        self.on_each(crate::locker::release_cmd(name, owner), |r| match r? {
+    ) -> Vec<(String, Result<i64, Failure>)> {
+        let replies = self.on_each(crate::locker::release_cmd(name, owner)).await;
+        let int = |r: Result<Value, Failure>| match r? {
             Value::Int(i) => Ok(i),
-            other => Err(format!("unexpected reply {other:?}")),
-        })
-        .await
+            other => Err(Failure::Transient(format!("unexpected reply {other:?}"))),
+        };
+        replies.into_iter().map(|(n, r)| (n, int(r))).collect()
     }
 
-    /// Send `cmd` to every node in parallel; each reply through `parse`.
-    async fn on_each<T: Send + 'static>(
-        &self,
-        cmd: redis::Cmd,
-        parse: fn(Result<Value, String>) -> Result<T, String>,
-    ) -> Vec<(String, Result<T, String>)> {
+    /// Send `cmd` to every node in parallel.
+    async fn on_each(&self, cmd: redis::Cmd) -> Vec<(String, Result<Value, Failure>)> {
         let timeout = self.inner.config.node_timeout;
         let cmd = std::sync::Arc::new(cmd);
         let mut set = JoinSet::new();
         for (i, node) in self.inner.nodes.iter().enumerate() {
             let (node, cmd) = (node.clone(), cmd.clone());
-            set.spawn(async move { (i, parse(node.query(&cmd, timeout).await.map_err(text))) });
+            set.spawn(async move { (i, node.query(&cmd, timeout).await) });
         }
-        let mut out: Vec<Option<Result<T, String>>> =
+        let mut out: Vec<Option<Result<Value, Failure>>> =
             self.inner.nodes.iter().map(|_| None).collect();
         while let Some(Ok((i, r))) = set.join_next().await {
             out[i] = Some(r);
@@ -159,7 +155,12 @@ impl Locker {
             .iter()
             .cloned()
             .zip(out)
-            .map(|(n, r)| (n, r.unwrap_or_else(|| Err("no answer".into()))))
+            .map(|(n, r)| {
+                (
+                    n,
+                    r.unwrap_or_else(|| Err(Failure::Transient("no answer".into()))),
+                )
+            })
             .collect()
     }
 }

@@ -13,7 +13,8 @@ use std::time::Duration;
     version,
     about = "Run a command while holding a distributed lock on Redis servers with the redis-lock module",
     after_help = "Exit codes: see `redis-lock run --help`; `status` exits 69 when a majority \
-                  of the servers cannot be reached; 64 bad command line; 78 bad settings."
+                  of the servers cannot be reached; for `release` see `redis-lock release \
+                  --help`; 64 bad command line; 78 bad settings."
 )]
 pub struct Cli {
     /// Server URLs, comma separated: redis://user:pass@host:port/db (user, password and
@@ -74,6 +75,7 @@ pub enum Cmd {
         name: String,
     },
     /// Release NAME held by OWNER on every server (operators).
+    #[command(after_help = exit::RELEASE_TABLE)]
     Release {
         /// Name of the lock.
         name: String,

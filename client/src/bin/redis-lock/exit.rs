@@ -3,6 +3,9 @@
 use redis_lock_client::Error;
 use std::process::ExitStatus;
 
+/// `release`: a majority of the servers answered and none held the lock
+/// for that owner.
+pub const NOT_HELD: u8 = 1;
 /// Bad command line: unknown option, bad duration, `--ttl` below the
 /// minimum, missing `--`.
 pub const USAGE: u8 = 64;
@@ -38,6 +41,15 @@ Exit codes:
   126        the command is not executable
   127        the command was not found
   128+N      redis-lock got signal N while waiting for the lock";
+
+/// The text of `release --help`'s exit code table.
+pub const RELEASE_TABLE: &str = "\
+Exit codes:
+  0   released on at least one server
+  1   a majority of the servers answered and none held the lock for OWNER
+  69  fewer than a majority of the servers answered
+  78  bad settings, or the servers refused (NOPERM, wrong password) so that
+      no majority can answer";
 
 /// The exit code for an acquisition that failed with `e`.
 pub fn for_error(e: &Error, conflict: u8) -> u8 {
