@@ -457,3 +457,30 @@ fn release_tells_not_held_from_unreachable_and_refused() {
         );
     }
 }
+
+/// Owners are binary-safe: `status` prints them escaped, so a tab, newline
+/// or terminal escape sequence in one cannot break the tab-separated lines
+/// or reach the terminal.
+#[test]
+fn status_prints_owners_escaped() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let owner: &[u8] = b"a\tb\nc\x1b[31m\\d\xff\"q";
+    for n in &nodes[..2] {
+        run(&mut n.conn(), &[b"LOCK.ACQUIRE", b"job", owner, b"30000"]).unwrap();
+    }
+    let out = cli(&nodes, &["status", "job"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8(out.stdout).expect("escaped output is UTF-8");
+    let shown = r#"a\tb\nc\u{1b}[31m\\d\xff"q"#;
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert_eq!(
+        text.matches(&format!("\towner={shown}\ttoken=")).count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("quorum\theld by {shown} on 2 of 3")),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "{text}");
+}

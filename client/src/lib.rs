@@ -39,4 +39,4 @@ pub use guard::AutoLock;
 pub use locker::{random_owner, Lock, Locker};
 pub use node::Failure;
 pub use options::LockOptions;
-pub use status::{quorum_state, NodeReport, NodeStatus, QuorumState};
+pub use status::{escape_owner, quorum_state, NodeReport, NodeStatus, QuorumState};

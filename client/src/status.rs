@@ -58,11 +58,9 @@ pub enum QuorumState {
 impl std::fmt::Display for QuorumState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            QuorumState::Held { owner, nodes, of } => write!(
-                f,
-                "held by {} on {nodes} of {of}",
-                String::from_utf8_lossy(owner)
-            ),
+            QuorumState::Held { owner, nodes, of } => {
+                write!(f, "held by {} on {nodes} of {of}", escape_owner(owner))
+            }
             QuorumState::Free { nodes, of } => write!(f, "free on {nodes} of {of}"),
             QuorumState::Unknown => write!(f, "unknown (no majority agrees)"),
             QuorumState::Unreachable { answered, of } => {
@@ -70,6 +68,29 @@ impl std::fmt::Display for QuorumState {
             }
         }
     }
+}
+
+/// An owner as one line of printable text. Owners are binary-safe: a raw
+/// tab or newline would break tab-separated output and an escape sequence
+/// would drive the terminal. Printable characters stay as they are
+/// (non-ASCII ones too) except `\`, written `\\`; other characters as
+/// Rust's `escape_debug` writes them (`\t`, `\n`, `\r`, `\0`, `\u{1b}`);
+/// bytes that are not UTF-8 as `\xNN`. Quotes stay as they are: nothing in
+/// the output delimits them.
+pub fn escape_owner(owner: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in owner.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '"' | '\'' => out.push(c),
+                _ => out.extend(c.escape_debug()),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// The verdict of the nodes' reports: an owner or "free" counts only with
@@ -217,6 +238,17 @@ mod tests {
             .enumerate()
             .map(|(i, r)| (format!("n{i}"), r))
             .collect()
+    }
+
+    #[test]
+    fn owners_are_escaped() {
+        assert_eq!(escape_owner(b"plain-owner_1 \"x'"), "plain-owner_1 \"x'");
+        assert_eq!(escape_owner("jürgen".as_bytes()), "jürgen");
+        assert_eq!(
+            escape_owner(b"a\tb\nc\r\0\x1b[m\\\xff\xc3"),
+            r"a\tb\nc\r\0\u{1b}[m\\\xff\xc3"
+        );
+        assert_eq!(escape_owner("\u{202e}".as_bytes()), r"\u{202e}");
     }
 
     #[test]

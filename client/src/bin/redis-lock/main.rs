@@ -10,7 +10,8 @@ mod signals;
 use args::{Cmd, Run};
 use redis_lock_client::quorum::majority;
 use redis_lock_client::{
-    quorum_state, random_owner, AutoLock, Builder, Failure, LockOptions, Locker, QuorumState,
+    escape_owner, quorum_state, random_owner, AutoLock, Builder, Failure, LockOptions, Locker,
+    QuorumState,
 };
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -156,7 +157,7 @@ async fn status(locker: &Locker, name: &str) -> ExitCode {
         match st {
             Ok(Some(s)) => println!(
                 "{node}\towner={}\ttoken={}\tttl={}ms\tholds={}\twaiters={}",
-                String::from_utf8_lossy(&s.owner),
+                escape_owner(&s.owner),
                 s.token,
                 s.ttl_ms,
                 s.holds,
