@@ -15,8 +15,13 @@ fn servers_arg(nodes: &[Server]) -> String {
 }
 
 fn cli(nodes: &[Server], args: &[&str]) -> Command {
+    cli_at(&servers_arg(nodes), args)
+}
+
+/// The CLI with `servers` (comma-separated URLs) as its server list.
+fn cli_at(servers: &str, args: &[&str]) -> Command {
     let mut c = Command::new(cli_path());
-    c.env("REDIS_LOCK_SERVERS", servers_arg(nodes)).args(args);
+    c.env("REDIS_LOCK_SERVERS", servers).args(args);
     c
 }
 
@@ -361,4 +366,121 @@ fn conflict_exit_code_owner_and_help() {
     ] {
         assert!(text.contains(needle), "run --help lacks {needle}:\n{text}");
     }
+}
+
+/// A TTL the client cannot use is a bad argument like any other (64), not
+/// bad settings (78), and the message says what is wrong with it.
+#[test]
+fn a_ttl_below_the_minimum_is_a_usage_error() {
+    let nodes = [Server::start()];
+    let out = cli(&nodes, &["run", "--ttl", "0s", "job", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--ttl") && err.contains("at least 10ms"),
+        "{err}"
+    );
+    assert!(
+        status(&mut nodes[0].conn(), "job").is_none(),
+        "nothing acquired"
+    );
+}
+
+/// A host name the resolver says does not exist is a typo in the settings
+/// (78, naming the host), for every subcommand and even when a majority of
+/// the other servers is fine; a server that is down is unavailable (69).
+#[test]
+fn an_unknown_host_is_bad_settings_and_a_down_server_unavailable() {
+    let unknown = "redis://no-such-host.invalid:7000/";
+    for args in [
+        &["run", "job", "--", "true"][..],
+        &["status", "job"],
+        &["release", "job", "--owner", "x"],
+    ] {
+        let out = cli_at(unknown, args).output().unwrap();
+        assert_eq!(out.status.code(), Some(78), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no-such-host.invalid"), "{args:?}: {err}");
+    }
+    let mut nodes: Vec<Server> = (0..2).map(|_| Server::start()).collect();
+    let mixed = format!("{},{unknown}", servers_arg(&nodes));
+    let out = cli_at(&mixed, &["run", "job", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    assert!(nodes.iter().all(|n| status(&mut n.conn(), "job").is_none()));
+    let down = nodes[0].url();
+    nodes[0].kill();
+    let out = cli_at(&down, &["run", "job", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+}
+
+/// `release` tells "not held" (1) from "no majority answered" (69) and
+/// from a refusal by the servers (78).
+#[test]
+fn release_tells_not_held_from_unreachable_and_refused() {
+    let mut nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let release = ["release", "job", "--owner", "nobody"];
+    let out = cli(&nodes, &release).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .matches("not held")
+            .count(),
+        3
+    );
+    // One server still answers "not held": that is no majority.
+    nodes[0].kill();
+    nodes[1].kill();
+    let out = cli(&nodes, &release).output().unwrap();
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let mut c = nodes[2].conn();
+    q(&mut c, "ACL SETUSER limited on >pw ~* +@all -lock.release").unwrap();
+    let port = nodes[2].port;
+    for url in [
+        format!("redis://limited:pw@127.0.0.1:{port}/"),
+        format!("redis://limited:wrong@127.0.0.1:{port}/"),
+    ] {
+        let out = cli_at(&url, &release).output().unwrap();
+        assert_eq!(out.status.code(), Some(78), "{url}: {out:?}");
+    }
+    let help = cli(&nodes, &["release", "--help"]).output().unwrap();
+    let text = String::from_utf8(help.stdout).unwrap();
+    for needle in ["Exit codes", "\n  1 ", "\n  69 ", "\n  78 "] {
+        assert!(
+            text.contains(needle),
+            "release --help lacks {needle:?}:\n{text}"
+        );
+    }
+}
+
+/// Owners are binary-safe: `status` prints them escaped, so a tab, newline
+/// or terminal escape sequence in one cannot break the tab-separated lines
+/// or reach the terminal.
+#[test]
+fn status_prints_owners_escaped() {
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let owner: &[u8] = b"a\tb\nc\x1b[31m\\d\xff\"q";
+    for n in &nodes[..2] {
+        run(&mut n.conn(), &[b"LOCK.ACQUIRE", b"job", owner, b"30000"]).unwrap();
+    }
+    let out = cli(&nodes, &["status", "job"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8(out.stdout).expect("escaped output is UTF-8");
+    let shown = r#"a\tb\nc\u{1b}[31m\\d\xff"q"#;
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert_eq!(
+        text.matches(&format!("\towner={shown}\ttoken=")).count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("quorum\theld by {shown} on 2 of 3")),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "{text}");
 }

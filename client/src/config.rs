@@ -5,6 +5,9 @@ use crate::endpoint::{self, Endpoint};
 use crate::error::Error;
 use std::time::Duration;
 
+/// The shortest lock TTL accepted (by [`Builder::config`] and per lock).
+pub const MIN_TTL: Duration = Duration::from_millis(10);
+
 /// Validated settings of a [`crate::Locker`]. Build with [`Builder`].
 ///
 /// The fields are private so that a `Config` cannot skip validation:
@@ -160,8 +163,8 @@ impl Builder {
             }
             endpoints.push((url, here));
         }
-        if self.ttl < Duration::from_millis(10) {
-            return bad("ttl must be at least 10ms");
+        if self.ttl < MIN_TTL {
+            return Err(Error::Config(format!("ttl must be at least {MIN_TTL:?}")));
         }
         if !(0.0..0.5).contains(&self.drift_factor) {
             return bad("drift factor must be in [0, 0.5)");

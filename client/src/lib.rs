@@ -33,9 +33,10 @@ pub mod quorum;
 mod status;
 mod waiting;
 
-pub use config::{Builder, Config};
+pub use config::{Builder, Config, MIN_TTL};
 pub use error::{Error, NodeFailure};
 pub use guard::AutoLock;
 pub use locker::{random_owner, Lock, Locker};
+pub use node::Failure;
 pub use options::LockOptions;
-pub use status::{quorum_state, NodeReport, NodeStatus, QuorumState};
+pub use status::{escape_owner, quorum_state, NodeReport, NodeStatus, QuorumState};

@@ -21,6 +21,14 @@ pub enum Failure {
     Rejected(String),
 }
 
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Transient(s) | Failure::Rejected(s) => f.write_str(s),
+        }
+    }
+}
+
 /// A server error that retrying cannot fix: bad arguments (`ERR ...`, e.g.
 /// a TTL above `lock.max-ttl-ms`, the module not loaded), `WRONGTYPE`,
 /// missing permissions, wrong credentials.

@@ -67,9 +67,10 @@ impl LockOptions {
         node_timeout: Duration,
     ) -> Result<Duration, Error> {
         let ttl = self.ttl.unwrap_or(default_ttl);
-        if ttl < Duration::from_millis(10) || ttl <= node_timeout {
+        if ttl < crate::config::MIN_TTL || ttl <= node_timeout {
             return Err(Error::Config(format!(
-                "lock ttl {ttl:?} must be at least 10ms and above the node timeout {node_timeout:?}"
+                "lock ttl {ttl:?} must be at least {:?} and above the node timeout {node_timeout:?}",
+                crate::config::MIN_TTL
             )));
         }
         if self.owner.as_deref() == Some("") {

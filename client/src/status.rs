@@ -58,11 +58,9 @@ pub enum QuorumState {
 impl std::fmt::Display for QuorumState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            QuorumState::Held { owner, nodes, of } => write!(
-                f,
-                "held by {} on {nodes} of {of}",
-                String::from_utf8_lossy(owner)
-            ),
+            QuorumState::Held { owner, nodes, of } => {
+                write!(f, "held by {} on {nodes} of {of}", escape_owner(owner))
+            }
             QuorumState::Free { nodes, of } => write!(f, "free on {nodes} of {of}"),
             QuorumState::Unknown => write!(f, "unknown (no majority agrees)"),
             QuorumState::Unreachable { answered, of } => {
@@ -70,6 +68,29 @@ impl std::fmt::Display for QuorumState {
             }
         }
     }
+}
+
+/// An owner as one line of printable text. Owners are binary-safe: a raw
+/// tab or newline would break tab-separated output and an escape sequence
+/// would drive the terminal. Printable characters stay as they are
+/// (non-ASCII ones too) except `\`, written `\\`; other characters as
+/// Rust's `escape_debug` writes them (`\t`, `\n`, `\r`, `\0`, `\u{1b}`);
+/// bytes that are not UTF-8 as `\xNN`. Quotes stay as they are: nothing in
+/// the output delimits them.
+pub fn escape_owner(owner: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in owner.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '"' | '\'' => out.push(c),
+                _ => out.extend(c.escape_debug()),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// The verdict of the nodes' reports: an owner or "free" counts only with
@@ -107,49 +128,45 @@ pub fn quorum_state(reports: &[NodeReport]) -> QuorumState {
     QuorumState::Unknown
 }
 
-fn text(e: Failure) -> String {
-    match e {
-        Failure::Transient(s) | Failure::Rejected(s) => s,
-    }
-}
-
 impl Locker {
     /// `LOCK.STATUS` on every node in parallel (operators' view), in the
     /// order of the URLs. See [`quorum_state`] for the verdict.
     pub async fn status(&self, name: &str) -> Vec<NodeReport> {
         let mut cmd = redis::cmd("LOCK.STATUS");
         cmd.arg(name);
-        self.on_each(cmd, |r| r.and_then(parse_status)).await
+        self.on_each(cmd)
+            .await
+            .into_iter()
+            .map(|(node, r)| (node, r.map_err(|e| e.to_string()).and_then(parse_status)))
+            .collect()
     }
 
     /// Release a lock for a given owner on every node (operators): per node
-    /// 1 released, 0 held by another owner, -1 not held.
+    /// 1 released, 0 held by another owner, -1 not held, or why there is no
+    /// answer ([`Failure::Rejected`] when the server refused for good).
     pub async fn force_release(
         &self,
         name: &str,
         owner: &str,
-    ) -> Vec<(String, Result<i64, String>)> {
-        self.on_each(crate::locker::release_cmd(name, owner), |r| match r? {
+    ) -> Vec<(String, Result<i64, Failure>)> {
+        let replies = self.on_each(crate::locker::release_cmd(name, owner)).await;
+        let int = |r: Result<Value, Failure>| match r? {
             Value::Int(i) => Ok(i),
-            other => Err(format!("unexpected reply {other:?}")),
-        })
-        .await
+            other => Err(Failure::Transient(format!("unexpected reply {other:?}"))),
+        };
+        replies.into_iter().map(|(n, r)| (n, int(r))).collect()
     }
 
-    /// Send `cmd` to every node in parallel; each reply through `parse`.
-    async fn on_each<T: Send + 'static>(
-        &self,
-        cmd: redis::Cmd,
-        parse: fn(Result<Value, String>) -> Result<T, String>,
-    ) -> Vec<(String, Result<T, String>)> {
+    /// Send `cmd` to every node in parallel.
+    async fn on_each(&self, cmd: redis::Cmd) -> Vec<(String, Result<Value, Failure>)> {
         let timeout = self.inner.config.node_timeout;
         let cmd = std::sync::Arc::new(cmd);
         let mut set = JoinSet::new();
         for (i, node) in self.inner.nodes.iter().enumerate() {
             let (node, cmd) = (node.clone(), cmd.clone());
-            set.spawn(async move { (i, parse(node.query(&cmd, timeout).await.map_err(text))) });
+            set.spawn(async move { (i, node.query(&cmd, timeout).await) });
         }
-        let mut out: Vec<Option<Result<T, String>>> =
+        let mut out: Vec<Option<Result<Value, Failure>>> =
             self.inner.nodes.iter().map(|_| None).collect();
         while let Some(Ok((i, r))) = set.join_next().await {
             out[i] = Some(r);
@@ -159,7 +176,12 @@ impl Locker {
             .iter()
             .cloned()
             .zip(out)
-            .map(|(n, r)| (n, r.unwrap_or_else(|| Err("no answer".into()))))
+            .map(|(n, r)| {
+                (
+                    n,
+                    r.unwrap_or_else(|| Err(Failure::Transient("no answer".into()))),
+                )
+            })
             .collect()
     }
 }
@@ -216,6 +238,17 @@ mod tests {
             .enumerate()
             .map(|(i, r)| (format!("n{i}"), r))
             .collect()
+    }
+
+    #[test]
+    fn owners_are_escaped() {
+        assert_eq!(escape_owner(b"plain-owner_1 \"x'"), "plain-owner_1 \"x'");
+        assert_eq!(escape_owner("jürgen".as_bytes()), "jürgen");
+        assert_eq!(
+            escape_owner(b"a\tb\nc\r\0\x1b[m\\\xff\xc3"),
+            r"a\tb\nc\r\0\u{1b}[m\\\xff\xc3"
+        );
+        assert_eq!(escape_owner("\u{202e}".as_bytes()), r"\u{202e}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use crate::exit;
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
-use redis_lock_client::duration;
+use redis_lock_client::{duration, MIN_TTL};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -13,7 +13,8 @@ use std::time::Duration;
     version,
     about = "Run a command while holding a distributed lock on Redis servers with the redis-lock module",
     after_help = "Exit codes: see `redis-lock run --help`; `status` exits 69 when a majority \
-                  of the servers cannot be reached; 64 bad command line; 78 bad settings."
+                  of the servers cannot be reached; for `release` see `redis-lock release \
+                  --help`; 64 bad command line; 78 bad settings."
 )]
 pub struct Cli {
     /// Server URLs, comma separated: redis://user:pass@host:port/db (user, password and
@@ -38,8 +39,8 @@ pub struct Cli {
 #[derive(clap::Args)]
 #[command(after_help = exit::TABLE)]
 pub struct Run {
-    /// Lock TTL; renewed every third of it (500ms, 10s, 2m, 1h).
-    #[arg(long, default_value = "10s", value_parser = duration::parse)]
+    /// Lock TTL; renewed every third of it (500ms, 10s, 2m, 1h; at least 10ms).
+    #[arg(long, default_value = "10s", value_parser = ttl)]
     pub ttl: Duration,
     /// How long to wait while another owner holds the lock (a deadline: it
     /// keeps trying until then).
@@ -74,6 +75,7 @@ pub enum Cmd {
         name: String,
     },
     /// Release NAME held by OWNER on every server (operators).
+    #[command(after_help = exit::RELEASE_TABLE)]
     Release {
         /// Name of the lock.
         name: String,
@@ -81,6 +83,17 @@ pub enum Cmd {
         #[arg(long)]
         owner: String,
     },
+}
+
+/// `--ttl`: checked here rather than by the client's builder, so that a TTL
+/// it cannot use is a bad command line (64) like any other bad value, not
+/// bad settings (78).
+fn ttl(text: &str) -> Result<Duration, String> {
+    let ttl = duration::parse(text)?;
+    if ttl < MIN_TTL {
+        return Err(format!("the TTL must be at least {MIN_TTL:?}"));
+    }
+    Ok(ttl)
 }
 
 /// Whether a failed `run` command line probably lacks the `--` before CMD.
@@ -112,6 +125,13 @@ mod tests {
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn ttl_has_a_minimum() {
+        assert_eq!(ttl("10ms"), Ok(MIN_TTL));
+        assert!(ttl("0s").unwrap_err().contains("at least 10ms"));
+        assert!(ttl("soon").unwrap_err().contains("invalid duration"));
     }
 
     #[test]

@@ -3,7 +3,11 @@
 use redis_lock_client::Error;
 use std::process::ExitStatus;
 
-/// Bad command line: unknown option, bad duration, missing `--`.
+/// `release`: a majority of the servers answered and none held the lock
+/// for that owner.
+pub const NOT_HELD: u8 = 1;
+/// Bad command line: unknown option, bad duration, `--ttl` below the
+/// minimum, missing `--`.
 pub const USAGE: u8 = 64;
 /// No majority of servers could be reached.
 pub const UNAVAILABLE: u8 = 69;
@@ -12,7 +16,8 @@ pub const CONFLICT: u8 = 75;
 /// The lock was lost while the command ran; the command was stopped.
 pub const LOST: u8 = 76;
 /// Bad settings or a server refusing for good (URLs, a server listed twice,
-/// TTL above the server's maximum, NOPERM, wrong password).
+/// a host name that does not exist, TTL above the server's maximum, NOPERM,
+/// wrong password).
 pub const CONFIG: u8 = 78;
 /// The command exists but could not be executed.
 pub const NOT_EXECUTABLE: u8 = 126;
@@ -29,11 +34,22 @@ Exit codes:
              SIGKILL after --grace
   69         no majority of the servers could be reached
   78         bad settings, or the servers refused the request (TTL above
-             lock.max-ttl-ms, NOPERM, wrong password, a server listed twice)
-  64         bad command line (e.g. a bad duration, a missing --)
+             lock.max-ttl-ms, NOPERM, wrong password, a server listed twice,
+             a server host name that does not exist)
+  64         bad command line (e.g. a bad duration, a --ttl below 10ms, a
+             missing --)
   126        the command is not executable
   127        the command was not found
   128+N      redis-lock got signal N while waiting for the lock";
+
+/// The text of `release --help`'s exit code table.
+pub const RELEASE_TABLE: &str = "\
+Exit codes:
+  0   released on at least one server
+  1   a majority of the servers answered and none held the lock for OWNER
+  69  fewer than a majority of the servers answered
+  78  bad settings, or the servers refused (NOPERM, wrong password) so that
+      no majority can answer";
 
 /// The exit code for an acquisition that failed with `e`.
 pub fn for_error(e: &Error, conflict: u8) -> u8 {

@@ -4,11 +4,14 @@
 mod args;
 mod child;
 mod exit;
+mod hosts;
 mod signals;
 
 use args::{Cmd, Run};
+use redis_lock_client::quorum::majority;
 use redis_lock_client::{
-    quorum_state, random_owner, AutoLock, Builder, LockOptions, Locker, QuorumState,
+    escape_owner, quorum_state, random_owner, AutoLock, Builder, Failure, LockOptions, Locker,
+    QuorumState,
 };
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -30,6 +33,12 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::CONFIG);
         }
     };
+    if let Some(host) = hosts::unknown(&cli.servers) {
+        eprintln!(
+            "redis-lock: server host {host:?} does not exist (the resolver knows no such name)"
+        );
+        return ExitCode::from(exit::CONFIG);
+    }
     // One thread: the command is forked from the main thread, which lives
     // as long as the CLI (see child::spawn on PR_SET_PDEATHSIG).
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -148,7 +157,7 @@ async fn status(locker: &Locker, name: &str) -> ExitCode {
         match st {
             Ok(Some(s)) => println!(
                 "{node}\towner={}\ttoken={}\tttl={}ms\tholds={}\twaiters={}",
-                String::from_utf8_lossy(&s.owner),
+                escape_owner(&s.owner),
                 s.token,
                 s.ttl_ms,
                 s.holds,
@@ -166,23 +175,38 @@ async fn status(locker: &Locker, name: &str) -> ExitCode {
     }
 }
 
+/// 0 when OWNER's lock was released on at least one server; 1 when a
+/// majority answered and none held it for OWNER. Otherwise there is no
+/// answer to rely on: 78 when refusals alone leave no majority possible
+/// (retrying will not help; as in `run`), else 69.
 async fn release(locker: &Locker, name: &str, owner: &str) -> ExitCode {
-    let mut released = 0;
-    for (node, r) in locker.force_release(name, owner).await {
+    let replies = locker.force_release(name, owner).await;
+    let (mut released, mut answered, mut refused) = (0, 0, 0);
+    for (node, r) in &replies {
         let what = match r {
-            Ok(1) => {
-                released += 1;
-                "released".to_string()
-            }
+            Ok(1) => "released".to_string(),
             Ok(0) => "held by another owner".to_string(),
             Ok(_) => "not held".to_string(),
             Err(e) => format!("error: {e}"),
         };
         println!("{node}\t{what}");
+        match r {
+            Ok(n) => {
+                answered += 1;
+                released += usize::from(*n == 1);
+            }
+            Err(Failure::Rejected(_)) => refused += 1,
+            Err(Failure::Transient(_)) => {}
+        }
     }
+    let need = majority(replies.len());
     if released > 0 {
         ExitCode::SUCCESS
+    } else if answered >= need {
+        ExitCode::from(exit::NOT_HELD)
+    } else if refused > replies.len() - need {
+        ExitCode::from(exit::CONFIG)
     } else {
-        ExitCode::from(1)
+        ExitCode::from(exit::UNAVAILABLE)
     }
 }
