@@ -29,6 +29,7 @@ mod guard;
 mod locker;
 mod node;
 mod options;
+mod pending;
 pub mod quorum;
 mod status;
 mod waiting;

@@ -8,7 +8,7 @@ use crate::node::{timed_out, within, Failure, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use futures_util::future::BoxFuture;
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::{Cmd, Value};
 use std::pin::Pin;
@@ -140,7 +140,7 @@ pub(crate) type Reply = (usize, Result<Value, Failure>);
 
 /// Requests in flight, polled on the caller's task: joining the futures
 /// costs far less than a spawned task per node per round.
-pub(crate) type Pending = FuturesUnordered<BoxFuture<'static, Reply>>;
+pub(crate) type Pending = crate::pending::Pending<Reply>;
 
 /// A round's answers so far and the requests still in flight, all under
 /// one deadline (one timer per round, not one per request).
@@ -152,6 +152,11 @@ struct Round {
     waiting: Vec<bool>,
     deadline: Pin<Box<Sleep>>,
     timeout: Duration,
+    /// Every request went out on a shared connection that was already open
+    /// when the round began: the first poll handed it to the connection,
+    /// which sends it whether or not its reply is awaited, and before any
+    /// later request on that connection (an unlock's RELEASE).
+    on_open_connections: bool,
 }
 
 impl Round {
@@ -186,10 +191,10 @@ impl Round {
     }
 
     /// The verdict is in: let the stragglers complete in the background
-    /// (until the round's deadline).
+    /// (until the round's deadline) if they need driving.
     fn detach(self) -> Tally {
-        let (tally, mut pending, until) = self.split();
-        if !pending.is_empty() {
+        let (tally, late) = self.split();
+        if let Some((mut pending, until)) = late {
             tokio::spawn(tokio::time::timeout_at(until, async move {
                 while pending.next().await.is_some() {}
             }));
@@ -197,10 +202,17 @@ impl Round {
         tally
     }
 
-    /// The answers so far, the requests still in flight, and their deadline.
-    fn split(self) -> (Tally, Pending, tokio::time::Instant) {
+    /// The answers so far, and the requests still in flight with their
+    /// deadline if they need driving: not when each went out on an open
+    /// connection. Dropping those costs nothing (their replies are
+    /// discarded; an unlock's RELEASE on the same connection is processed
+    /// after them), and saves a spawned task per lock under load. A request
+    /// that was still connecting must be driven, so that a won lock lands
+    /// on that node too.
+    fn split(self) -> (Tally, Option<(Pending, tokio::time::Instant)>) {
         let until = self.deadline.deadline();
-        (self.tally, self.pending, until)
+        let drive = !self.pending.is_empty() && !self.on_open_connections;
+        (self.tally, drive.then_some((self.pending, until)))
     }
 
     fn verdict(&self) -> Verdict {
@@ -321,11 +333,14 @@ impl Locker {
             waiting: vec![false; n],
             deadline: Box::pin(tokio::time::sleep(timeout)),
             timeout,
+            on_open_connections: false,
         };
         // A blocking WAIT must not hold up the node's shared connection.
         let dedicated = cmd
             .args_iter()
             .any(|a| matches!(a, redis::Arg::Simple(b) if b == b"WAIT"));
+        round.on_open_connections =
+            !dedicated && targets.iter().all(|&i| self.inner.nodes[i].is_connected());
         let cmd = Arc::new(cmd);
         for &i in targets {
             round.waiting[i] = true;
@@ -414,9 +429,11 @@ impl Locker {
         if verdict == Verdict::Quorum {
             // A won lock should still land on every node that answers, and
             // a grant that lands after the lock was let go is released.
-            let (tally, late, until) = round.split();
+            let (tally, late) = round.split();
             let gone = Arc::new(AtomicBool::new(false));
-            settle_late(self.clone(), req, late, gone.clone(), Some(until));
+            if let Some((late, until)) = late {
+                settle_late(self.clone(), req, late, gone.clone(), Some(until));
+            }
             let mut lock = Lock::granted(req, tally.quorum_token(), start, gone.clone());
             match self.fence(&tally, &mut lock, start).await {
                 Ok(()) => return Ok(lock),

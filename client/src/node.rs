@@ -94,6 +94,11 @@ impl Node {
         self.conn.lock().expect("connection slot").clone()
     }
 
+    /// The shared connection is open (as far as this side knows).
+    pub(crate) fn is_connected(&self) -> bool {
+        self.conn.lock().expect("connection slot").is_some()
+    }
+
     async fn connection(&self) -> redis::RedisResult<MultiplexedConnection> {
         if let Some(c) = self.cached() {
             return Ok(c);

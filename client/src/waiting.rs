@@ -242,7 +242,7 @@ impl Locker {
 
         let gone = Arc::new(AtomicBool::new(outcome.is_err()));
         let mut late = acquires;
-        late.extend(returns);
+        late.append(returns);
         if outcome.is_err() {
             // RELEASE everywhere gives back grants and withdraws our
             // requests still queued; a grant crossing it is released late.

@@ -38,6 +38,7 @@ async fn main() {
         let client = redis::Client::open(u.as_str()).unwrap();
         conns.push(client.get_multiplexed_async_connection().await.unwrap());
     }
+    let cpu_before = process_cpu_seconds();
     let done = Arc::new(AtomicU64::new(0));
     let stop = Instant::now() + Duration::from_secs_f64(secs);
     let mut handles = Vec::new();
@@ -76,8 +77,23 @@ async fn main() {
     for h in handles {
         h.await.unwrap();
     }
+    // Client CPU per cycle (this process only; the servers are others):
+    // steadier than cycles/s on a shared, noisy machine.
+    let cycles = done.load(Ordering::Relaxed) as f64;
+    let cpu = process_cpu_seconds() - cpu_before;
     println!(
-        "{mode} N={n} tasks={tasks}: {:.0} cycles/s",
-        done.load(Ordering::Relaxed) as f64 / secs
+        "{mode} N={n} tasks={tasks}: {:.0} cycles/s, client CPU {:.1} µs/cycle",
+        cycles / secs,
+        cpu * 1e6 / cycles
     );
+}
+
+/// User + system CPU time of this process so far (/proc, clock ticks).
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name (which is in parentheses).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
 }
