@@ -186,3 +186,40 @@ async fn a_missing_fence_permission_and_a_replica_are_rejected_at_once() {
         .unwrap_err();
     assert!(matches!(&err, Error::Rejected { .. }), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_absurd_ttl_is_refused_not_wrapped_around() {
+    // u64::MAX ms + 1001 ms used to reach the servers as 1000 ms while the
+    // client counted validity from the whole TTL.
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let locker = locker(&urls);
+    for ttl in [
+        Duration::from_millis(u64::MAX) + Duration::from_millis(1001),
+        Duration::MAX,
+    ] {
+        let opts = redis_lock_client::LockOptions::new().ttl(ttl);
+        let got = locker.acquire("huge", &opts).await;
+        assert!(
+            matches!(&got, Err(Error::Rejected { message, .. }) if message.contains("ttl-ms")),
+            "{ttl:?}: {got:?}"
+        );
+        for s in &servers {
+            assert_eq!(status(&mut s.conn(), "huge"), None);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_under_a_millisecond_still_tries_once() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let locker = locker(&urls);
+    for wait in [Duration::from_nanos(1), Duration::from_micros(999)] {
+        let lock = locker
+            .lock("tiny", wait)
+            .await
+            .unwrap_or_else(|e| panic!("{wait:?}: {e}"));
+        locker.unlock(&lock).await.unwrap();
+    }
+}

@@ -488,3 +488,107 @@ async fn cancelling_at_any_moment_leaves_nothing_behind() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_that_timed_out_is_never_overtaken_later_in_the_same_wait() {
+    // B and C sit behind paths that hold RELEASEs back 1.5 s. The waiter
+    // gets B, gives it back (timed out), then C, the same; with only A left
+    // in play that pass of the wait fails, and the next pass must not count
+    // B or C again: its WAITs travel on other connections and overtake the
+    // RELEASEs, which would then free what it counted.
+    let nodes = servers(3);
+    let slow_b = DelayProxy::to(nodes[1].port);
+    let slow_c = DelayProxy::to(nodes[2].port);
+    let all = [&nodes[0], &nodes[1], &nodes[2]];
+    let waiter = Builder::new(&[nodes[0].url(), slow_b.url(), slow_c.url()])
+        .ttl(Duration::from_secs(4))
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    for trial in 0..4 {
+        let key = format!("k{trial}");
+        for node in [&nodes[0], &nodes[2]] {
+            assert!(int(&mut node.conn(), &format!("LOCK.ACQUIRE {key} other 60000")) > 0);
+        }
+        slow_b.delay("LOCK.RELEASE", Duration::from_millis(1500));
+        slow_c.delay("LOCK.RELEASE", Duration::from_millis(1500));
+        let (w, k) = (waiter.clone(), key.clone());
+        let waiting = tokio::spawn(async move { w.lock(&k, Duration::from_secs(10)).await });
+        assert!(eventually(Duration::from_secs(2), || {
+            matches!(holders(&all, &key)[1].as_deref(), Some(o) if o != b"other")
+        }));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(
+            int(&mut nodes[2].conn(), &format!("LOCK.RELEASE {key} other")),
+            1
+        );
+        // Whatever it returns, a lock it reports valid must be held on a
+        // majority all along, also once the held-back RELEASEs land.
+        let got = tokio::time::timeout(Duration::from_secs(3), waiting).await;
+        println!("trial {trial}: {got:?}");
+        if let Ok(Ok(Ok(lock))) = &got {
+            let stop = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < stop && !lock.validity().is_zero() {
+                let owned = holders(&all, &key)
+                    .iter()
+                    .filter(|o| o.as_deref() == Some(lock.owner().as_bytes()))
+                    .count();
+                assert!(
+                    lock.validity().is_zero() || owned >= 2,
+                    "trial {trial}: valid for {:?} more but held on {owned} of 3: {:?}",
+                    lock.validity(),
+                    holders(&all, &key)
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        slow_b.clear();
+        slow_c.clear();
+        // Let the held-back RELEASEs land, and the waiter end, before the
+        // next trial (which then starts with connections already open).
+        tokio::time::sleep(Duration::from_millis(1600)).await;
+        if let Ok(Ok(Ok(lock))) = &got {
+            let _ = waiter.unlock(lock).await;
+        }
+        for node in &nodes {
+            let _ = q(&mut node.conn(), &format!("DEL {key}"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bursts_of_cancelled_waits_leave_no_grant() {
+    // Hundreds of queued lock() calls cut off together: a WAIT still on its
+    // way when the caller gave up must not be granted later and kept.
+    let nodes = servers(3);
+    for node in &nodes[..2] {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE m other 600000") > 0);
+    }
+    let locker = locker(&nodes);
+    for burst in 0..8 {
+        let mut tasks = Vec::new();
+        for _ in 0..300 {
+            let l = locker.clone();
+            tasks.push(tokio::spawn(async move {
+                let wait = l.lock("m", Duration::from_secs(30));
+                tokio::time::timeout(Duration::from_millis(30), wait)
+                    .await
+                    .is_err()
+            }));
+        }
+        for t in tasks {
+            assert!(t.await.unwrap(), "still waiting when cancelled");
+        }
+        assert!(eventually(Duration::from_secs(5), || {
+            nodes
+                .iter()
+                .all(|n| info_field(&mut n.conn(), "lock", "lock_waiters") == "0")
+        }));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            status(&mut nodes[2].conn(), "m").map(|s| s.0.len()),
+            None,
+            "burst {burst}: a cancelled waiter holds the free server"
+        );
+    }
+}

@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::error::Error;
-use crate::node::{timed_out, within, Failure, Node};
+use crate::node::{is_timeout, timed_out, within, Failure, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use futures_util::future::BoxFuture;
@@ -258,8 +258,11 @@ pub(crate) fn release_cmd(name: &str, owner: &str) -> Cmd {
     cmd
 }
 
+/// Whole milliseconds, at least 1; saturating, so that an absurd duration
+/// reaches the servers as too large (and is refused there with their
+/// limit in the message) instead of wrapping around to a small one.
 pub(crate) fn ms(d: Duration) -> u64 {
-    d.as_millis().max(1) as u64
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 /// Armed while an acquisition runs: dropped armed (the caller cancelled
@@ -401,10 +404,13 @@ impl Locker {
     /// One acquisition round: acquire everywhere (with `server_wait`, block
     /// in the server up to that long), check majority and validity, fence,
     /// and release everywhere on failure.
+    /// `unsure`: set if a RELEASE of this attempt timed out (it may still
+    /// reach its server; see `acquire_as`).
     async fn attempt(
         &self,
         req: &Request<'_>,
         server_wait: Option<Duration>,
+        unsure: &mut bool,
     ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
         let start = Instant::now();
@@ -439,7 +445,8 @@ impl Locker {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
                     gone.store(true, Ordering::Release);
-                    self.release_everywhere(req.name, req.owner).await;
+                    let released = self.release_everywhere(req.name, req.owner).await;
+                    *unsure |= released.failures.iter().any(|(_, c)| is_timeout(c));
                     return Err(e);
                 }
             }
@@ -447,7 +454,8 @@ impl Locker {
         // A grant may have landed even where the reply was lost: release
         // everywhere, after every acquire request has been sent or timed out.
         let tally = round.finish().await;
-        self.release_everywhere(req.name, req.owner).await;
+        let released = self.release_everywhere(req.name, req.owner).await;
+        *unsure |= released.failures.iter().any(|(_, c)| is_timeout(c));
         Err(match verdict {
             Verdict::Unreachable => self.no_quorum(&tally),
             Verdict::Rejected => self.rejected(&tally),
@@ -611,7 +619,9 @@ impl Locker {
             .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
         // Several servers and a wait: queue in their WAIT queues (fair, a
         // hand-off per round trip) unless rounds were capped explicitly.
-        if !single && !wait.is_zero() && cfg.retry_count.is_none() {
+        // (A wait under a millisecond is a single round: the deadline would
+        // pass before the queued requests went out.)
+        if !single && wait >= Duration::from_millis(1) && cfg.retry_count.is_none() {
             match self.acquire_queued(req, deadline).await {
                 // A module from before TICKET (a rolling upgrade): poll.
                 Err(Error::Rejected { message, .. })
@@ -624,11 +634,20 @@ impl Locker {
             rounds += 1;
             let left = deadline.saturating_duration_since(Instant::now());
             let server_wait = (single && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
-            let err = match self.attempt(req, server_wait).await {
+            let mut unsure = false;
+            let err = match self.attempt(req, server_wait, &mut unsure).await {
                 Ok(lock) => return Ok(lock),
                 Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
                 Err(e) => e,
             };
+            // The next request would be a WAIT on a connection of its own,
+            // which can overtake a RELEASE still on its way on the shared
+            // one; a grant it got could then be freed by that RELEASE.
+            // (Without WAIT the next ACQUIRE follows the RELEASE on the
+            // shared connection.)
+            if unsure && server_wait.is_some() {
+                return Err(err);
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || cfg.retry_count.is_some_and(|n| rounds >= n) {
                 return Err(err);

@@ -180,7 +180,15 @@ pub(crate) async fn within(
 
 /// The failure of a request whose deadline passed.
 pub(crate) fn timed_out(timeout: Duration) -> Failure {
-    Failure::Transient(format!("timed out after {timeout:?}"))
+    Failure::Transient(format!("{TIMED_OUT} {timeout:?}"))
+}
+
+const TIMED_OUT: &str = "timed out after";
+
+/// A failure's cause says the request's deadline passed: unlike a refused
+/// or broken connection, the request may still reach the server later.
+pub(crate) fn is_timeout(cause: &str) -> bool {
+    cause.starts_with(TIMED_OUT)
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use crate::error::Error;
 use crate::locker::{
     acquire_answer, ms, settle_late, Lock, Locker, Pending, Request, MAX_SERVER_WAIT, WAIT_SLACK,
 };
+use crate::node::is_timeout;
 use crate::quorum::{self, Answer, Tally};
 use futures_util::stream::StreamExt;
 use rand::Rng;
@@ -31,6 +32,7 @@ use redis::Cmd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// Shortest hold-out of a minority of grants before giving them back: well
 /// above a local round trip, so that the grants of one hand-off (which leave
@@ -49,6 +51,84 @@ pub(crate) fn holdout(waited: Duration, rtt: Duration, spread: f64) -> Duration 
     let base = HOLDOUT_BASE.max(rtt * 2);
     let plain = (base + waited / 4).min(HOLDOUT_MAX.max(base));
     plain.mul_f64(1.0 + spread.clamp(0.0, 1.0))
+}
+
+/// Why a server is left out of the rest of an acquisition.
+const UNSURE: &str =
+    "a RELEASE sent to it got no reply (it may still arrive): left out of this wait";
+
+/// Servers whose RELEASE timed out become unsure (a refused or broken
+/// connection will not deliver it later).
+fn mark_unsure(unsure: &mut [bool], released: &Tally) {
+    for (i, cause) in &released.failures {
+        if is_timeout(cause) {
+            unsure[*i] = true;
+        }
+    }
+}
+
+/// The caller's side of a queued acquisition: its future was dropped once
+/// the channel closes (nothing is ever sent on it).
+struct Cancel {
+    rx: oneshot::Receiver<()>,
+    fired: bool,
+}
+
+impl Cancel {
+    fn new(rx: oneshot::Receiver<()>) -> Cancel {
+        Cancel { rx, fired: false }
+    }
+
+    /// Resolves when the caller has gone; never, once it has been seen.
+    async fn wait(&mut self) {
+        if self.fired {
+            return std::future::pending().await;
+        }
+        let _ = (&mut self.rx).await;
+        self.fired = true;
+    }
+}
+
+/// After a queued acquisition was let go (its wait ran out, it failed, or
+/// its caller gave up) and a RELEASE went everywhere: a WAIT still
+/// unanswered (`queued[i]`) may have reached its server after that RELEASE
+/// (it travels on a connection of its own) and sit in the queue, to be
+/// granted later and kept for a whole TTL. RELEASE again on those servers,
+/// at growing intervals, until each WAIT has answered; a grant that
+/// arrives is given back. Bounded by the WAITs' own deadlines.
+fn withdraw_late(
+    locker: Locker,
+    req: &Request<'_>,
+    mut acquires: Pending,
+    mut queued: Vec<bool>,
+    returns: Pending,
+) {
+    let (name, owner) = (req.name.to_string(), req.owner.to_string());
+    let mut interval = locker.inner.config.node_timeout;
+    tokio::spawn(async move {
+        let mut releases = returns;
+        let mut next = Instant::now() + interval;
+        let open =
+            |queued: &[bool], acquires: &Pending| !acquires.is_empty() && queued.iter().any(|&q| q);
+        while open(&queued, &acquires) || !releases.is_empty() {
+            tokio::select! {
+                Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
+                    queued[i] = false;
+                    if matches!(acquire_answer(reply), Answer::Yes(_)) {
+                        releases.push(locker.release_on(i, &name, &owner));
+                    }
+                }
+                Some(_) = releases.next(), if !releases.is_empty() => {}
+                _ = tokio::time::sleep_until(next.into()), if open(&queued, &acquires) => {
+                    for (i, _) in queued.iter().enumerate().filter(|(_, &q)| q) {
+                        releases.push(locker.release_on(i, &name, &owner));
+                    }
+                    interval = (interval * 2).min(Duration::from_secs(1));
+                    next = Instant::now() + interval;
+                }
+            }
+        }
+    });
 }
 
 /// One server's part in a queued acquisition.
@@ -95,26 +175,86 @@ impl Locker {
     /// Acquire on two or more servers by queuing in their WAIT queues (see
     /// the module comment). Ends with the lock, `Taken` at the deadline,
     /// `NoQuorum` when too many servers failed, `Rejected` at once.
+    ///
+    /// The acquisition runs as a task of its own, which owns every request
+    /// in flight. If the caller drops this future, the task sees it and
+    /// cleans up as when the wait runs out: a RELEASE everywhere, then any
+    /// grant still on its way is released on arrival. Dropping the requests
+    /// instead would leave a WAIT that was still travelling to a server to
+    /// be queued, and later granted, after the release.
     pub(crate) async fn acquire_queued(
         &self,
         req: &Request<'_>,
         deadline: Instant,
     ) -> Result<Lock, Error> {
+        let (keep, cancel) = oneshot::channel::<()>();
+        let (done, result) = oneshot::channel();
+        let locker = self.clone();
+        let (name, owner) = (req.name.to_string(), req.owner.to_string());
+        let (ttl, reentrant) = (req.ttl, req.reentrant);
+        let task = tokio::spawn(async move {
+            let req = Request {
+                name: &name,
+                owner: &owner,
+                ttl,
+                reentrant,
+            };
+            let got = locker
+                .queue_until(&req, deadline, Cancel::new(cancel))
+                .await;
+            if let Err(Ok(lock)) = done.send(got) {
+                // The caller left just as the lock was won: let it go.
+                let _ = locker.unlock(&lock).await;
+            }
+        });
+        let got = match result.await {
+            Ok(got) => got,
+            // The task ended without an answer: it panicked (pass the panic
+            // on) or its runtime is shutting down.
+            Err(_) => match task.await {
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                _ => Err(Error::Config(
+                    "the runtime shut down during the wait".into(),
+                )),
+            },
+        };
+        drop(keep);
+        got
+    }
+
+    async fn queue_until(
+        &self,
+        req: &Request<'_>,
+        deadline: Instant,
+        mut cancel: Cancel,
+    ) -> Result<Lock, Error> {
         // The same ticket on every server gives every queue the same order;
         // kept across attempts, so a retry keeps its place.
         let ticket = quorum::unix_micros().max(1);
         let called = Instant::now();
+        // Servers a RELEASE of this call got no definite reply from: that
+        // RELEASE may still be on its way, on the shared connection, while
+        // a new WAIT travels on a dedicated one and can overtake it. A grant
+        // counted there could be freed by the late RELEASE, so they are left
+        // out for the rest of this call.
+        let mut unsure = vec![false; self.inner.nodes.len()];
         loop {
-            match self.queue_once(req, ticket, called, deadline).await {
+            match self
+                .queue_once(req, ticket, called, deadline, &mut unsure, &mut cancel)
+                .await
+            {
                 // A majority granted but could not be fenced or kept valid
                 // (an outage, a node's clock far off): pause, then queue
                 // again while the wait lasts.
                 Err(e @ (Error::NoQuorum { .. } | Error::Expired)) => {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
+                    if left.is_zero() || cancel.fired {
                         return Err(e);
                     }
-                    tokio::time::sleep(self.pause().min(left)).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(self.pause().min(left)) => {}
+                        _ = cancel.wait() => return Err(e),
+                    }
                 }
                 other => return other,
             }
@@ -127,12 +267,20 @@ impl Locker {
         ticket: u64,
         called: Instant,
         deadline: Instant,
+        unsure: &mut [bool],
+        cancel: &mut Cancel,
     ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
         let n = self.inner.nodes.len();
         let need = quorum::majority(n);
         let began = Instant::now();
-        let mut slots: Vec<Slot> = vec![Slot::Retry(began); n];
+        let mut slots: Vec<Slot> = unsure
+            .iter()
+            .map(|&unsure| match unsure {
+                true => Slot::Out(Some(Answer::Failed(UNSURE.into()))),
+                false => Slot::Retry(began),
+            })
+            .collect();
         // Each server's last failure, for the error if the wait runs out.
         let mut causes: Vec<Option<String>> = vec![None; n];
         let mut acquires = Pending::new();
@@ -221,11 +369,17 @@ impl Locker {
                     // back. A RELEASE that timed out may still arrive later
                     // and free a grant we would count again: leave that
                     // server out of this acquisition.
-                    slots[i] = match reply {
+                    slots[i] = match reply.map_err(crate::locker::failed) {
                         Ok(_) => Slot::Retry(Instant::now()),
-                        Err(e) => Slot::Out(Some(crate::locker::failed(e))),
+                        Err(Answer::Failed(cause)) if is_timeout(&cause) => {
+                            unsure[i] = true;
+                            Slot::Out(Some(Answer::Failed(UNSURE.into())))
+                        }
+                        Err(other) => Slot::Out(Some(other)),
                     };
                 }
+                // The caller gave up: clean up as at the deadline.
+                _ = cancel.wait() => break Err(()),
                 _ = tokio::time::sleep_until(wake.into()) => {
                     if holdout_at.is_some_and(|at| Instant::now() >= at) {
                         holdout_at = None;
@@ -240,16 +394,18 @@ impl Locker {
             }
         };
 
-        let gone = Arc::new(AtomicBool::new(outcome.is_err()));
-        let mut late = acquires;
-        late.append(returns);
         if outcome.is_err() {
             // RELEASE everywhere gives back grants and withdraws our
-            // requests still queued; a grant crossing it is released late.
-            self.release_everywhere(req.name, req.owner).await;
-            settle_late(self.clone(), req, late, gone, None);
+            // requests still queued; the rest is withdrawn in the background.
+            let released = self.release_everywhere(req.name, req.owner).await;
+            mark_unsure(unsure, &released);
+            let queued = slots.iter().map(|s| matches!(s, Slot::Queued(_))).collect();
+            withdraw_late(self.clone(), req, acquires, queued, returns);
             return Err(self.queued_failure(&slots, causes));
         }
+        let gone = Arc::new(AtomicBool::new(false));
+        let mut late = acquires;
+        late.append(returns);
 
         let mut tally = Tally::new(n);
         let mut start = Instant::now();
@@ -265,13 +421,14 @@ impl Locker {
             Ok(()) => Ok(lock),
             Err(e) => {
                 gone.store(true, Ordering::Release);
-                self.release_everywhere(req.name, req.owner).await;
+                let released = self.release_everywhere(req.name, req.owner).await;
+                mark_unsure(unsure, &released);
                 Err(e)
             }
         }
     }
 
-    fn pause(&self) -> Duration {
+    pub(crate) fn pause(&self) -> Duration {
         let (lo, hi) = self.inner.config.retry_delay;
         rand::thread_rng().gen_range(lo..=hi)
     }
