@@ -592,3 +592,33 @@ async fn bursts_of_cancelled_waits_leave_no_grant() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_lock_does_not_take_a_server_later() {
+    // Won on A and B while still queued on C; the Lock is then dropped (not
+    // unlocked). When C comes free its queued WAIT is granted: that grant
+    // must be given back at once, not held for a fresh TTL long after the
+    // lock was dropped.
+    let nodes = servers(3);
+    let all = [&nodes[0], &nodes[1], &nodes[2]];
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    assert!(int(&mut nodes[2].conn(), "LOCK.ACQUIRE d other 60000") > 0);
+    let lock = locker.lock("d", Duration::from_secs(60)).await.unwrap();
+    let me = lock.owner().as_bytes().to_vec();
+    assert_eq!(
+        info_field(&mut nodes[2].conn(), "lock", "lock_waiters"),
+        "1",
+        "still queued on C"
+    );
+    drop(lock);
+    assert_eq!(int(&mut nodes[2].conn(), "LOCK.RELEASE d other"), 1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_ne!(
+        holders(&all, "d")[2].as_deref(),
+        Some(me.as_slice()),
+        "the dropped lock took C after it was dropped"
+    );
+}

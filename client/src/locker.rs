@@ -13,7 +13,7 @@ use rand::Rng;
 use redis::{Cmd, Value};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::time::Sleep;
 
@@ -28,7 +28,8 @@ pub struct Lock {
     ttl: Duration,
     valid_until: Instant,
     /// Set once the lock is let go (unlocked, or its acquisition failed):
-    /// a grant still on its way to this owner is then released on arrival.
+    /// a grant still on its way to this owner is then released on arrival,
+    /// as it is once every clone of the Lock was dropped (see `settle_late`).
     gone: Arc<AtomicBool>,
 }
 
@@ -224,14 +225,16 @@ impl Round {
 
 /// Late replies of an acquisition, handled after it returned (until
 /// `until`, if the requests have no deadline of their own): a grant that
-/// lands after the lock was let go (its acquisition failed, or `unlock`
-/// ran first — a request still connecting can reach a node after the
-/// release) is released at once.
+/// lands after the lock was let go is released at once. Let go: its
+/// acquisition failed, `unlock` ran first (a request still connecting can
+/// reach a node after the release), or the Lock was dropped (`gone` is no
+/// longer held by any clone): a WAIT of a lock that was dropped while it
+/// was still queued elsewhere must not hold that server for a fresh TTL.
 pub(crate) fn settle_late(
     locker: Locker,
     req: &Request<'_>,
     mut late: Pending,
-    gone: Arc<AtomicBool>,
+    gone: Weak<AtomicBool>,
     until: Option<tokio::time::Instant>,
 ) {
     if late.is_empty() {
@@ -240,7 +243,8 @@ pub(crate) fn settle_late(
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
     let settle = async move {
         while let Some((i, reply)) = late.next().await {
-            if matches!(acquire_answer(reply), Answer::Yes(_)) && gone.load(Ordering::Acquire) {
+            let let_go = gone.upgrade().is_none_or(|g| g.load(Ordering::Acquire));
+            if matches!(acquire_answer(reply), Answer::Yes(_)) && let_go {
                 let _ = locker.release_on(i, &name, &owner).await;
             }
         }
@@ -438,7 +442,7 @@ impl Locker {
             let (tally, late) = round.split();
             let gone = Arc::new(AtomicBool::new(false));
             if let Some((late, until)) = late {
-                settle_late(self.clone(), req, late, gone.clone(), Some(until));
+                settle_late(self.clone(), req, late, Arc::downgrade(&gone), Some(until));
             }
             let mut lock = Lock::granted(req, tally.quorum_token(), start, gone.clone());
             match self.fence(&tally, &mut lock, start).await {

@@ -416,7 +416,7 @@ impl Locker {
             }
         }
         let mut lock = Lock::granted(req, tally.quorum_token(), start, gone.clone());
-        settle_late(self.clone(), req, late, gone.clone(), None);
+        settle_late(self.clone(), req, late, Arc::downgrade(&gone), None);
         match self.fence(&tally, &mut lock, start).await {
             Ok(()) => Ok(lock),
             Err(e) => {
