@@ -14,6 +14,8 @@ pub enum Kind {
     Floor,
     /// A reference row shown but used in no ratio.
     Reference,
+    /// The commands alone, joined like the floor (what the client costs).
+    Raw,
     /// redis-lock's Rust client, fencing on (the default).
     Ours,
     /// redis-lock's Rust client, fencing off.

@@ -20,6 +20,10 @@ pub enum Client {
     Floor(Vec<MultiplexedConnection>),
     /// The same with a task spawned per node per round (reference only).
     FloorSpawned(Vec<MultiplexedConnection>),
+    /// The LOCK.ACQUIRE + LOCK.RELEASE pair the client sends, joined like
+    /// the floor, with no client logic: ours / raw is the client's cost,
+    /// raw / floor the cost of the commands in the servers.
+    Raw(Vec<MultiplexedConnection>),
     Ours(Locker),
     Rslock(rslock::LockManager),
 }
@@ -48,6 +52,10 @@ impl Client {
 
     pub async fn floor_spawned(urls: &[String]) -> Client {
         Client::FloorSpawned(connect(urls).await)
+    }
+
+    pub async fn raw(urls: &[String]) -> Client {
+        Client::Raw(connect(urls).await)
     }
 
     pub fn ours(urls: &[String], fencing: bool) -> Client {
@@ -96,6 +104,22 @@ impl Client {
                         });
                     }
                     while pings.join_next().await.is_some() {}
+                }
+            }
+            Client::Raw(conns) => {
+                let owner = redis_lock_client::random_owner();
+                let acquire = redis::cmd("LOCK.ACQUIRE")
+                    .arg(name)
+                    .arg(&owner)
+                    .arg(TTL.as_millis() as u64)
+                    .to_owned();
+                let release = redis::cmd("LOCK.RELEASE").arg(name).arg(&owner).to_owned();
+                for cmd in [acquire, release] {
+                    join_all(conns.iter().map(|c| {
+                        let (mut c, cmd) = (c.clone(), &cmd);
+                        async move { cmd.query_async::<redis::Value>(&mut c).await.unwrap() }
+                    }))
+                    .await;
                 }
             }
             Client::Ours(l) => {

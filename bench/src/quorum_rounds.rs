@@ -90,6 +90,11 @@ async fn entries(urls: &[String]) -> Vec<Entry> {
             Arc::new(Client::floor_spawned(urls).await),
         ),
         Entry::Rust(
+            "raw LOCK.* pair joined (no client logic)",
+            Kind::Raw,
+            Arc::new(Client::raw(urls).await),
+        ),
+        Entry::Rust(
             "redis-lock (fencing on)",
             Kind::Ours,
             Arc::new(Client::ours(urls, true)),
@@ -141,10 +146,11 @@ fn rank(kind: Kind) -> usize {
     match kind {
         Kind::Floor => 0,
         Kind::Reference => 1,
-        Kind::Ours => 2,
-        Kind::OursNoFencing => 3,
-        Kind::OursPython => 4,
-        Kind::Peer => 5,
-        Kind::PythonPeer => 6,
+        Kind::Raw => 2,
+        Kind::Ours => 3,
+        Kind::OursNoFencing => 4,
+        Kind::OursPython => 5,
+        Kind::Peer => 6,
+        Kind::PythonPeer => 7,
     }
 }
