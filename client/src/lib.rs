@@ -26,6 +26,7 @@ pub mod duration;
 mod endpoint;
 mod error;
 mod guard;
+mod let_go;
 mod locker;
 mod node;
 mod options;

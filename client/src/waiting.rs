@@ -21,6 +21,7 @@
 //! grants from a majority, exactly as in a polling round.
 
 use crate::error::Error;
+use crate::let_go::{mark_unsure, withdraw_late, Cancel, UNSURE};
 use crate::locker::{
     acquire_answer, ms, settle_late, Lock, Locker, Pending, Request, MAX_SERVER_WAIT, WAIT_SLACK,
 };
@@ -51,84 +52,6 @@ pub(crate) fn holdout(waited: Duration, rtt: Duration, spread: f64) -> Duration 
     let base = HOLDOUT_BASE.max(rtt * 2);
     let plain = (base + waited / 4).min(HOLDOUT_MAX.max(base));
     plain.mul_f64(1.0 + spread.clamp(0.0, 1.0))
-}
-
-/// Why a server is left out of the rest of an acquisition.
-const UNSURE: &str =
-    "a RELEASE sent to it got no reply (it may still arrive): left out of this wait";
-
-/// Servers whose RELEASE timed out become unsure (a refused or broken
-/// connection will not deliver it later).
-fn mark_unsure(unsure: &mut [bool], released: &Tally) {
-    for (i, cause) in &released.failures {
-        if is_timeout(cause) {
-            unsure[*i] = true;
-        }
-    }
-}
-
-/// The caller's side of a queued acquisition: its future was dropped once
-/// the channel closes (nothing is ever sent on it).
-struct Cancel {
-    rx: oneshot::Receiver<()>,
-    fired: bool,
-}
-
-impl Cancel {
-    fn new(rx: oneshot::Receiver<()>) -> Cancel {
-        Cancel { rx, fired: false }
-    }
-
-    /// Resolves when the caller has gone; never, once it has been seen.
-    async fn wait(&mut self) {
-        if self.fired {
-            return std::future::pending().await;
-        }
-        let _ = (&mut self.rx).await;
-        self.fired = true;
-    }
-}
-
-/// After a queued acquisition was let go (its wait ran out, it failed, or
-/// its caller gave up) and a RELEASE went everywhere: a WAIT still
-/// unanswered (`queued[i]`) may have reached its server after that RELEASE
-/// (it travels on a connection of its own) and sit in the queue, to be
-/// granted later and kept for a whole TTL. RELEASE again on those servers,
-/// at growing intervals, until each WAIT has answered; a grant that
-/// arrives is given back. Bounded by the WAITs' own deadlines.
-fn withdraw_late(
-    locker: Locker,
-    req: &Request<'_>,
-    mut acquires: Pending,
-    mut queued: Vec<bool>,
-    returns: Pending,
-) {
-    let (name, owner) = (req.name.to_string(), req.owner.to_string());
-    let mut interval = locker.inner.config.node_timeout;
-    tokio::spawn(async move {
-        let mut releases = returns;
-        let mut next = Instant::now() + interval;
-        let open =
-            |queued: &[bool], acquires: &Pending| !acquires.is_empty() && queued.iter().any(|&q| q);
-        while open(&queued, &acquires) || !releases.is_empty() {
-            tokio::select! {
-                Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
-                    queued[i] = false;
-                    if matches!(acquire_answer(reply), Answer::Yes(_)) {
-                        releases.push(locker.release_on(i, &name, &owner));
-                    }
-                }
-                Some(_) = releases.next(), if !releases.is_empty() => {}
-                _ = tokio::time::sleep_until(next.into()), if open(&queued, &acquires) => {
-                    for (i, _) in queued.iter().enumerate().filter(|(_, &q)| q) {
-                        releases.push(locker.release_on(i, &name, &owner));
-                    }
-                    interval = (interval * 2).min(Duration::from_secs(1));
-                    next = Instant::now() + interval;
-                }
-            }
-        }
-    });
 }
 
 /// One server's part in a queued acquisition.
