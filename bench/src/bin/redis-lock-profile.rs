@@ -1,4 +1,4 @@
-//! `make profile`: a steady load of quorum lock+unlock cycles (or of the
+//! A steady load of quorum lock+unlock cycles (or of the
 //! joined-PING floor) to run under `perf record`, so bench/RESULTS.md can
 //! say where a lock's client time goes.
 //!
