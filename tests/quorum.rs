@@ -292,3 +292,28 @@ async fn single_server_waits_in_the_server() {
     ));
     assert!(started.elapsed() >= Duration::from_millis(200));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_won_lock_lands_on_every_healthy_server() {
+    // try_lock returns at a majority; the slowest server's request is still
+    // in flight and must still be sent and granted (redis-rs drops a queued
+    // request whose reply nobody awaits any more).
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let locker = Builder::new(&urls).build().unwrap();
+    let mut locks = Vec::new();
+    for i in 0..300 {
+        locks.push(locker.try_lock(&format!("k{i}")).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut conns: Vec<_> = nodes.iter().map(Server::conn).collect();
+    let short: Vec<&str> = locks
+        .iter()
+        .filter(|l| conns.iter_mut().any(|c| status(c, l.name()).is_none()))
+        .map(|l| l.name())
+        .collect();
+    assert!(short.is_empty(), "held on fewer than 3 servers: {short:?}");
+    for lock in &locks {
+        locker.unlock(lock).await.unwrap();
+    }
+}

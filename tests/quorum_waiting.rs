@@ -598,3 +598,113 @@ async fn a_dropped_lock_does_not_take_a_server_later() {
         "the dropped lock took C after it was dropped"
     );
 }
+
+/// Call 1 with the caller's own owner "me" ends (its wait runs out, or its
+/// caller cancels it) while its WAITs to two servers are still held back
+/// on the way; then call 2 of the same owner wins. Nothing call 1 left
+/// running may release call 2's grants.
+async fn an_ended_call_leaves_a_later_call_of_its_owner_alone(cancel: bool) {
+    let nodes = servers(3);
+    let proxies: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
+    let via_proxies: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    let all = [&nodes[0], &nodes[1], &nodes[2]];
+    let me = locker_on(&via_proxies);
+    let other = locker(&nodes);
+    let warm = me.try_lock("warm").await.unwrap();
+    me.unlock(&warm).await.unwrap();
+    let held = other.try_lock("k").await.unwrap();
+    for p in &proxies[..2] {
+        p.delay("LOCK.ACQUIRE", Duration::from_millis(1000));
+    }
+    let opts = |wait| LockOptions::new().owner("me").wait(wait);
+    if cancel {
+        let first = tokio::time::timeout(
+            Duration::from_millis(50),
+            me.acquire("k", &opts(Duration::from_secs(5))),
+        )
+        .await;
+        assert!(first.is_err(), "cancelled while waiting");
+    } else {
+        let first = me.acquire("k", &opts(Duration::from_millis(100))).await;
+        assert!(first.is_err(), "{first:?}");
+    }
+    for p in &proxies {
+        p.clear();
+    }
+    other.unlock(&held).await.unwrap();
+    let lock = me
+        .acquire("k", &opts(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    // Past the held-back WAITs and anything sent after them.
+    let stop = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < stop {
+        let mine = holders(&all, "k")
+            .iter()
+            .filter(|o| o.as_deref() == Some(b"me".as_slice()))
+            .count();
+        assert!(
+            mine >= 2 || lock.validity().is_zero(),
+            "call 2 valid for {:?} but held on {mine} of 3",
+            lock.validity()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(matches!(other.try_lock("k").await, Err(Error::Taken)));
+}
+
+fn locker_on(urls: &[String]) -> Locker {
+    Builder::new(urls)
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_that_ran_out_leaves_a_later_call_of_its_owner_alone() {
+    an_ended_call_leaves_a_later_call_of_its_owner_alone(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_wait_leaves_a_later_call_of_its_owner_alone() {
+    an_ended_call_leaves_a_later_call_of_its_owner_alone(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_that_can_no_longer_reach_a_majority_ends_at_once() {
+    // Two give-backs are held back past the node timeout: both servers are
+    // left out of this call, so no majority is possible any more. The call
+    // says so at once instead of retrying until its 15 s deadline.
+    let nodes = servers(3);
+    let proxies: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
+    let via_proxies: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    let waiter = Builder::new(&via_proxies)
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    for node in &nodes {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 60000") > 0);
+    }
+    let started = Instant::now();
+    let waiting = tokio::spawn(async move { waiter.lock("k", Duration::from_secs(15)).await });
+    assert!(eventually(Duration::from_secs(2), || {
+        info_field(&mut nodes[0].conn(), "lock", "lock_waiters") == "1"
+    }));
+    for p in &proxies[..2] {
+        p.delay("LOCK.RELEASE", Duration::from_millis(300));
+    }
+    // Each hand-off is a minority the waiter gives back, held back.
+    for node in &nodes[..2] {
+        assert_eq!(int(&mut node.conn(), "LOCK.RELEASE k other"), 1);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let got = waiting.await.unwrap();
+    assert!(matches!(got, Err(Error::NoQuorum { .. })), "{got:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "ended after {:?}",
+        started.elapsed()
+    );
+}

@@ -8,7 +8,8 @@
 //! to release and see the result.
 
 use crate::error::Error;
-use crate::locker::{Lock, Locker};
+use crate::lock::Lock;
+use crate::locker::Locker;
 use crate::options::LockOptions;
 use std::time::Duration;
 use tokio::sync::watch;

@@ -52,7 +52,11 @@ impl Cancel {
 /// (it travels on a connection of its own) and sit in the queue, to be
 /// granted later and kept for a whole TTL. RELEASE again on those servers,
 /// at growing intervals, until each WAIT has answered; a grant that
-/// arrives is given back. Bounded by the WAITs' own deadlines.
+/// arrives is given back. Bounded by the WAITs' own deadlines and by
+/// `WITHDRAW_FOR` (a server stalled that long may still queue one: it then
+/// holds that server for one TTL, not the lock). Only for an owner made for
+/// this call: a caller's own owner may be in a newer call by the time the
+/// RELEASE lands, and it would take that call's grant.
 pub(crate) fn withdraw_late(
     locker: Locker,
     req: &Request<'_>,
@@ -60,9 +64,13 @@ pub(crate) fn withdraw_late(
     mut queued: Vec<bool>,
     returns: Pending,
 ) {
+    if !req.unique {
+        return;
+    }
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
     let mut interval = locker.inner.config.node_timeout;
-    tokio::spawn(async move {
+    let give_up = tokio::time::Instant::now() + WITHDRAW_FOR;
+    tokio::spawn(tokio::time::timeout_at(give_up, async move {
         let mut releases = returns;
         let mut next = Instant::now() + interval;
         let open =
@@ -85,5 +93,8 @@ pub(crate) fn withdraw_late(
                 }
             }
         }
-    });
+    }));
 }
+
+/// How long `withdraw_late` keeps withdrawing WAITs of a wait that ended.
+const WITHDRAW_FOR: Duration = Duration::from_secs(30);

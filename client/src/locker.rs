@@ -4,6 +4,7 @@
 
 use crate::config::Config;
 use crate::error::Error;
+use crate::lock::{Lock, Shared};
 use crate::node::{is_timeout, timed_out, within, Failure, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
@@ -12,72 +13,9 @@ use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::{Cmd, Value};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::time::Sleep;
-
-/// A lock held on a majority of nodes. Release it with
-/// [`Locker::unlock`]; dropping it only lets it expire after its TTL.
-#[derive(Debug, Clone)]
-#[must_use = "a lock that is dropped stays held until its TTL runs out"]
-pub struct Lock {
-    name: String,
-    owner: String,
-    token: u64,
-    ttl: Duration,
-    valid_until: Instant,
-    /// Set once the lock is let go (unlocked, or its acquisition failed):
-    /// a grant still on its way to this owner is then released on arrival,
-    /// as it is once every clone of the Lock was dropped (see `settle_late`).
-    gone: Arc<AtomicBool>,
-}
-
-impl Lock {
-    pub(crate) fn granted(
-        req: &Request<'_>,
-        token: u64,
-        start: Instant,
-        gone: Arc<AtomicBool>,
-    ) -> Lock {
-        Lock {
-            name: req.name.to_string(),
-            owner: req.owner.to_string(),
-            token,
-            ttl: req.ttl,
-            valid_until: start,
-            gone,
-        }
-    }
-
-    /// The lock's name (the key on every server).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-    /// The random owner value this lock was taken with.
-    pub fn owner(&self) -> &str {
-        &self.owner
-    }
-    /// Fencing token: larger than every token of an earlier holder of this
-    /// name while a majority of nodes kept their state (see README).
-    pub fn token(&self) -> u64 {
-        self.token
-    }
-    /// How long the lock is still known to be valid (0 once it may have expired).
-    pub fn validity(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Instant::now())
-    }
-    /// The TTL it was taken with (and is renewed to).
-    pub fn ttl(&self) -> Duration {
-        self.ttl
-    }
-    /// Change the TTL that the next [`Locker::extend`] resets the lock to
-    /// (the Python binding's `extend(ttl)`). Checked by the servers: a TTL
-    /// above `lock.max-ttl-ms` is `Rejected` there.
-    pub fn set_ttl(&mut self, ttl: Duration) {
-        self.ttl = ttl;
-    }
-}
 
 pub(crate) struct Inner {
     pub(crate) nodes: Vec<Arc<Node>>,
@@ -192,10 +130,11 @@ impl Round {
     }
 
     /// The verdict is in: let the stragglers complete in the background
-    /// (until the round's deadline) if they need driving.
+    /// (until the round's deadline).
     fn detach(self) -> Tally {
         let (tally, late) = self.split();
-        if let Some((mut pending, until)) = late {
+        if let Late::Keep(mut pending) | Late::Drive(mut pending, _) = late {
+            let until = tokio::time::Instant::now() + WAIT_SLACK;
             tokio::spawn(tokio::time::timeout_at(until, async move {
                 while pending.next().await.is_some() {}
             }));
@@ -203,17 +142,16 @@ impl Round {
         tally
     }
 
-    /// The answers so far, and the requests still in flight with their
-    /// deadline if they need driving: not when each went out on an open
-    /// connection. Dropping those costs nothing (their replies are
-    /// discarded; an unlock's RELEASE on the same connection is processed
-    /// after them), and saves a spawned task per lock under load. A request
-    /// that was still connecting must be driven, so that a won lock lands
-    /// on that node too.
-    fn split(self) -> (Tally, Option<(Pending, tokio::time::Instant)>) {
-        let until = self.deadline.deadline();
-        let drive = !self.pending.is_empty() && !self.on_open_connections;
-        (self.tally, drive.then_some((self.pending, until)))
+    /// The answers so far, and the requests still in flight.
+    fn split(self) -> (Tally, Late) {
+        let late = if self.pending.is_empty() {
+            Late::None
+        } else if self.on_open_connections {
+            Late::Keep(self.pending)
+        } else {
+            Late::Drive(self.pending, self.deadline.deadline())
+        };
+        (self.tally, late)
     }
 
     fn verdict(&self) -> Verdict {
@@ -223,28 +161,41 @@ impl Round {
     }
 }
 
+/// The requests of a decided round still in flight.
+enum Late {
+    None,
+    /// Each went out on a connection that was open: they are sent as long
+    /// as their futures are kept, with no task to drive them (a spawned task
+    /// per lock was the largest cost of the client under load).
+    Keep(Pending),
+    /// Some were still connecting: drive them until that deadline.
+    Drive(Pending, tokio::time::Instant),
+}
+
 /// Late replies of an acquisition, handled after it returned (until
 /// `until`, if the requests have no deadline of their own): a grant that
 /// lands after the lock was let go is released at once. Let go: its
 /// acquisition failed, `unlock` ran first (a request still connecting can
-/// reach a node after the release), or the Lock was dropped (`gone` is no
-/// longer held by any clone): a WAIT of a lock that was dropped while it
-/// was still queued elsewhere must not hold that server for a fresh TTL.
+/// reach a node after the release), or the Lock was dropped (no clone
+/// left): a WAIT of a lock that was dropped while it was still queued
+/// elsewhere must not hold that server for a fresh TTL. Only for an owner
+/// made for this call: a caller's own owner may be in a newer call by the
+/// time a late grant lands, and releasing would take that call's grant.
 pub(crate) fn settle_late(
     locker: Locker,
     req: &Request<'_>,
     mut late: Pending,
-    gone: Weak<AtomicBool>,
+    shared: Weak<Shared>,
     until: Option<tokio::time::Instant>,
 ) {
     if late.is_empty() {
         return;
     }
-    let (name, owner) = (req.name.to_string(), req.owner.to_string());
+    let (name, owner, unique) = (req.name.to_string(), req.owner.to_string(), req.unique);
     let settle = async move {
         while let Some((i, reply)) = late.next().await {
-            let let_go = gone.upgrade().is_none_or(|g| g.load(Ordering::Acquire));
-            if matches!(acquire_answer(reply), Answer::Yes(_)) && let_go {
+            let granted = matches!(acquire_answer(reply), Answer::Yes(_));
+            if granted && unique && Shared::is_let_go(&shared) {
                 let _ = locker.release_on(i, &name, &owner).await;
             }
         }
@@ -295,6 +246,9 @@ pub(crate) struct Request<'a> {
     pub(crate) owner: &'a str,
     pub(crate) ttl: Duration,
     pub(crate) reentrant: bool,
+    /// The owner was made for this call (no other call can hold it), so
+    /// what it was granted may be released after the call returned.
+    pub(crate) unique: bool,
 }
 
 impl Locker {
@@ -440,15 +394,23 @@ impl Locker {
             // A won lock should still land on every node that answers, and
             // a grant that lands after the lock was let go is released.
             let (tally, late) = round.split();
-            let gone = Arc::new(AtomicBool::new(false));
-            if let Some((late, until)) = late {
-                settle_late(self.clone(), req, late, Arc::downgrade(&gone), Some(until));
+            let shared = Arc::new(Shared::default());
+            match late {
+                Late::None => {}
+                Late::Keep(late) => shared.keep(late),
+                Late::Drive(late, until) => settle_late(
+                    self.clone(),
+                    req,
+                    late,
+                    Arc::downgrade(&shared),
+                    Some(until),
+                ),
             }
-            let mut lock = Lock::granted(req, tally.quorum_token(), start, gone.clone());
+            let mut lock = Lock::granted(req, tally.quorum_token(), start, shared.clone());
             match self.fence(&tally, &mut lock, start).await {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
-                    gone.store(true, Ordering::Release);
+                    drop(shared.let_go());
                     let released = self.release_everywhere(req.name, req.owner).await;
                     *unsure |= released.failures.iter().any(|(_, c)| is_timeout(c));
                     return Err(e);
@@ -481,14 +443,14 @@ impl Locker {
         let behind: Vec<usize> = grants
             .yes
             .iter()
-            .filter(|&&(_, t)| t < lock.token)
+            .filter(|&&(_, t)| t < lock.token())
             .map(|&(i, _)| i)
             .collect();
         let at_max = grants.yes.len() - behind.len();
         if cfg.fencing && !behind.is_empty() && at_max < quorum::majority(self.inner.nodes.len()) {
             let mut cmd = redis::cmd("LOCK.FENCE");
-            cmd.arg(&lock.name).arg(&lock.owner).arg(lock.token);
-            let token = lock.token;
+            cmd.arg(lock.name()).arg(lock.owner()).arg(lock.token());
+            let token = lock.token();
             let raised = self
                 .round(&behind, cmd, cfg.node_timeout, |r| match r {
                     Ok(Value::Int(t)) if t > 0 => Answer::Yes(t as u64),
@@ -513,8 +475,8 @@ impl Locker {
         // have come much later than `start`, and counting from `start` would
         // read a fresh lock as expired: then an extend round restarts the
         // clock from a moment the client knows, its own request.
-        match self.valid_until(start, lock.ttl) {
-            Some(until) if until.saturating_duration_since(Instant::now()) >= lock.ttl / 2 => {
+        match self.valid_until(start, lock.ttl()) {
+            Some(until) if until.saturating_duration_since(Instant::now()) >= lock.ttl() / 2 => {
                 lock.valid_until = until;
                 Ok(())
             }
@@ -598,6 +560,7 @@ impl Locker {
             owner,
             ttl,
             reentrant: opts.reentrant,
+            unique: opts.owner.is_none(),
         };
         // If the caller drops this future midway, grants may be held on some
         // servers: release them. Only for an owner made here — a caller's
@@ -671,7 +634,7 @@ impl Locker {
         let cfg = &self.inner.config;
         let start = Instant::now();
         let mut cmd = redis::cmd("LOCK.EXTEND");
-        cmd.arg(&lock.name).arg(&lock.owner).arg(ms(lock.ttl));
+        cmd.arg(lock.name()).arg(lock.owner()).arg(ms(lock.ttl()));
         let round = self
             .round(&self.all(), cmd, cfg.node_timeout, code_answer)
             .await;
@@ -679,7 +642,7 @@ impl Locker {
         let tally = round.detach();
         match verdict {
             Verdict::Quorum => {
-                lock.valid_until = self.valid_until(start, lock.ttl).ok_or(Error::Expired)?;
+                lock.valid_until = self.valid_until(start, lock.ttl()).ok_or(Error::Expired)?;
                 Ok(())
             }
             Verdict::Unreachable => Err(self.no_quorum(&tally)),
@@ -691,8 +654,9 @@ impl Locker {
     /// Release on every node. Ok when a majority released it; `Expired` when
     /// it was no longer held on a majority.
     pub async fn unlock(&self, lock: &Lock) -> Result<(), Error> {
-        lock.gone.store(true, Ordering::Release);
-        let tally = self.release_everywhere(&lock.name, &lock.owner).await;
+        let stragglers = lock.shared.let_go();
+        let tally = self.release_everywhere(lock.name(), lock.owner()).await;
+        drop(stragglers);
         match tally.final_verdict() {
             Verdict::Quorum => Ok(()),
             Verdict::Unreachable => Err(self.no_quorum(&tally)),

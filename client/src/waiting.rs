@@ -22,15 +22,15 @@
 
 use crate::error::Error;
 use crate::let_go::{mark_unsure, withdraw_late, Cancel, UNSURE};
+use crate::lock::{Lock, Shared};
 use crate::locker::{
-    acquire_answer, ms, settle_late, Lock, Locker, Pending, Request, MAX_SERVER_WAIT, WAIT_SLACK,
+    acquire_answer, ms, settle_late, Locker, Pending, Request, MAX_SERVER_WAIT, WAIT_SLACK,
 };
 use crate::node::is_timeout;
 use crate::quorum::{self, Answer, Tally};
 use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::Cmd;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -100,11 +100,14 @@ impl Locker {
     /// `NoQuorum` when too many servers failed, `Rejected` at once.
     ///
     /// The acquisition runs as a task of its own, which owns every request
-    /// in flight. If the caller drops this future, the task sees it and
-    /// cleans up as when the wait runs out: a RELEASE everywhere, then any
-    /// grant still on its way is released on arrival. Dropping the requests
-    /// instead would leave a WAIT that was still travelling to a server to
-    /// be queued, and later granted, after the release.
+    /// in flight. If the caller drops this future, the task sees it and,
+    /// for an owner made for this call, cleans up as when the wait runs
+    /// out: a RELEASE everywhere, then any grant still on its way is
+    /// released on arrival. Dropping the requests instead would leave a WAIT
+    /// that was still travelling to a server to be queued, and later
+    /// granted, after the release. A caller's own owner is left alone once
+    /// its call is over (a newer call of that owner may be holding the lock
+    /// by then): what it was granted expires with its TTL.
     pub(crate) async fn acquire_queued(
         &self,
         req: &Request<'_>,
@@ -114,20 +117,23 @@ impl Locker {
         let (done, result) = oneshot::channel();
         let locker = self.clone();
         let (name, owner) = (req.name.to_string(), req.owner.to_string());
-        let (ttl, reentrant) = (req.ttl, req.reentrant);
+        let (ttl, reentrant, unique) = (req.ttl, req.reentrant, req.unique);
         let task = tokio::spawn(async move {
             let req = Request {
                 name: &name,
                 owner: &owner,
                 ttl,
                 reentrant,
+                unique,
             };
             let got = locker
                 .queue_until(&req, deadline, Cancel::new(cancel))
                 .await;
             if let Err(Ok(lock)) = done.send(got) {
                 // The caller left just as the lock was won: let it go.
-                let _ = locker.unlock(&lock).await;
+                if unique {
+                    let _ = locker.unlock(&lock).await;
+                }
             }
         });
         let got = match result.await {
@@ -171,7 +177,10 @@ impl Locker {
                 // again while the wait lasts.
                 Err(e @ (Error::NoQuorum { .. } | Error::Expired)) => {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() || cancel.fired {
+                    // Without the unsure servers no majority is possible
+                    // for the rest of this call: say so now.
+                    let usable = unsure.iter().filter(|&&u| !u).count();
+                    if left.is_zero() || cancel.fired || usable < quorum::majority(unsure.len()) {
                         return Err(e);
                     }
                     tokio::select! {
@@ -301,8 +310,14 @@ impl Locker {
                         Err(other) => Slot::Out(Some(other)),
                     };
                 }
-                // The caller gave up: clean up as at the deadline.
-                _ = cancel.wait() => break Err(()),
+                // The caller gave up: clean up as at the deadline, if the
+                // owner is this call's alone.
+                _ = cancel.wait() => {
+                    if !req.unique {
+                        return Err(Error::Taken);
+                    }
+                    break Err(());
+                }
                 _ = tokio::time::sleep_until(wake.into()) => {
                     if holdout_at.is_some_and(|at| Instant::now() >= at) {
                         holdout_at = None;
@@ -326,7 +341,7 @@ impl Locker {
             withdraw_late(self.clone(), req, acquires, queued, returns);
             return Err(self.queued_failure(&slots, causes));
         }
-        let gone = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Shared::default());
         let mut late = acquires;
         late.append(returns);
 
@@ -338,12 +353,12 @@ impl Locker {
                 start = start.min(sent);
             }
         }
-        let mut lock = Lock::granted(req, tally.quorum_token(), start, gone.clone());
-        settle_late(self.clone(), req, late, Arc::downgrade(&gone), None);
+        let mut lock = Lock::granted(req, tally.quorum_token(), start, shared.clone());
+        settle_late(self.clone(), req, late, Arc::downgrade(&shared), None);
         match self.fence(&tally, &mut lock, start).await {
             Ok(()) => Ok(lock),
             Err(e) => {
-                gone.store(true, Ordering::Release);
+                drop(shared.let_go());
                 let released = self.release_everywhere(req.name, req.owner).await;
                 mark_unsure(unsure, &released);
                 Err(e)
