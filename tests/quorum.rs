@@ -317,3 +317,75 @@ async fn a_won_lock_lands_on_every_healthy_server() {
         locker.unlock(lock).await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_an_auto_lock_with_the_callers_owner_spares_the_next_call() {
+    // Drop releases in the background; with the caller's own owner, the
+    // next acquire_auto of that owner can be granted before that release
+    // lands, which then frees it: only a generated owner is released.
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let locker = Builder::new(&urls).build().unwrap();
+    let other = Builder::new(&urls).build().unwrap();
+    let opts = redis_lock_client::LockOptions::new().owner("worker-1");
+    for _ in 0..5 {
+        let guard = locker.acquire_auto("job", &opts).await.unwrap();
+        drop(guard);
+        let guard = locker.acquire_auto("job", &opts).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            other.try_lock("job").await.is_err(),
+            "another client got the lock while the new guard holds it"
+        );
+        guard.unlock().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_server_does_not_wedge_the_connection_to_it() {
+    // Thousands of won locks while one server is stopped: their requests to
+    // it pile up. Once it resumes, the connection must carry new requests.
+    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let locker = Builder::new(&urls)
+        .ttl(Duration::from_secs(60))
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let warm = locker.try_lock("warm").await.unwrap();
+    locker.unlock(&warm).await.unwrap();
+    nodes[2].signal("STOP");
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let locker = locker.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut held = Vec::new();
+            // Long names fill the stopped server's socket buffer sooner.
+            let pad = "x".repeat(4096);
+            for i in 0..2000 {
+                held.push(
+                    locker
+                        .try_lock(&format!("job:{t}:{i}:{pad}"))
+                        .await
+                        .unwrap(),
+                );
+            }
+            held
+        }));
+    }
+    let mut held = Vec::new();
+    for t in tasks {
+        held.extend(t.await.unwrap());
+    }
+    nodes[2].signal("CONT");
+    let probe = locker.try_lock("probe").await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || status(
+            &mut nodes[2].conn(),
+            "probe"
+        )
+        .is_some()),
+        "the resumed server never got the probe lock"
+    );
+    drop((probe, held));
+}

@@ -708,3 +708,91 @@ async fn a_wait_that_can_no_longer_reach_a_majority_ends_at_once() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_late_grant_of_one_pass_cannot_release_the_next_pass() {
+    // One lock() call, two passes: the first wins A and B but fails its
+    // fence (the extend it needs times out), while its WAIT to C is still
+    // held back; the second wins B and C. When the first pass's WAIT lands
+    // on C it is granted there, and that grant, being the first pass's, is
+    // released: with one owner for both passes, that RELEASE freed the
+    // second pass's grant (an attack run: two holders). Each pass of a
+    // generated owner now has an owner of its own.
+    let nodes = servers(3);
+    let px: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
+    let via: Vec<String> = px.iter().map(DelayProxy::url).collect();
+    let mk = || {
+        Builder::new(&via)
+            .ttl(Duration::from_millis(2000))
+            .node_timeout(Duration::from_millis(200))
+            .retry_delay(Duration::from_millis(300), Duration::from_millis(300))
+            .build()
+            .unwrap()
+    };
+    let (h, w, y) = (mk(), mk(), mk());
+    for l in [&h, &w, &y] {
+        let warm = l.try_lock("warm").await.unwrap();
+        l.unlock(&warm).await.unwrap();
+    }
+    let all = [&nodes[0], &nodes[1], &nodes[2]];
+    let held = h.try_lock("k").await.unwrap();
+    let started = Instant::now();
+    px[2].delay("TICKET", Duration::from_millis(2500));
+    let waiting = tokio::spawn(async move { w.lock("k", Duration::from_secs(20)).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    px[2].clear();
+    px[0].delay("LOCK.EXTEND", Duration::from_millis(260));
+    px[1].delay("LOCK.EXTEND", Duration::from_millis(260));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    h.unlock(&held).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    px[0].delay("TICKET", Duration::from_secs(5));
+    let lock = waiting.await.unwrap().expect("the waiter's lock");
+    while started.elapsed() < Duration::from_millis(2700) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mine = holders(&all, "k")
+        .iter()
+        .filter(|o| o.as_deref() == Some(lock.owner().as_bytes()))
+        .count();
+    px[0].clear();
+    let intruder = y.try_lock("k").await;
+    assert!(
+        lock.validity().is_zero() || (mine >= 2 && intruder.is_err()),
+        "valid for {:?}, held on {mine} of 3, another client: {:?}",
+        lock.validity(),
+        intruder.map(|l| l.token())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_won_waits_request_queued_elsewhere_is_withdrawn_after_unlock() {
+    // The winner's WAIT to C is held back past its win and its unlock; it
+    // then queues on C behind the next holder. It must be withdrawn, not
+    // left queued for the rest of its 60 s wait.
+    let nodes = servers(3);
+    let proxy = DelayProxy::to(nodes[2].port);
+    let via = vec![nodes[0].url(), nodes[1].url(), proxy.url()];
+    let (a, b, c) = (locker_on(&via), locker_on(&via), locker_on(&via));
+    let held = a.try_lock("w").await.unwrap();
+    proxy.delay("TICKET", Duration::from_millis(800));
+    let winner = tokio::spawn(async move {
+        let lock = b.lock("w", Duration::from_secs(60)).await.unwrap();
+        b.unlock(&lock).await.unwrap();
+        b
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    a.unlock(&held).await.unwrap();
+    let _b = winner.await.unwrap();
+    let next = c.try_lock("w").await.unwrap();
+    proxy.clear();
+    // The held-back WAIT has landed (and was queued) by now.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            info_field(&mut nodes[2].conn(), "lock", "lock_waiters") == "0"
+        }),
+        "the unlocked winner's WAIT is still queued on C"
+    );
+    c.unlock(&next).await.unwrap();
+}

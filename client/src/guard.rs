@@ -76,6 +76,12 @@ impl Drop for AutoLock {
         if let Some(w) = self.watchdog.take() {
             w.abort();
         }
+        // A caller's own owner may be taken again by a newer call before
+        // this release lands, which would free that call's grants: such a
+        // lock is left to expire with its TTL.
+        if !self.lock.unique {
+            return;
+        }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (locker, lock) = (self.locker.clone(), self.lock.clone());
             rt.spawn(async move {

@@ -3,10 +3,13 @@
 //! RELEASE may still be on its way, and WAITs that reach a server after the
 //! RELEASE that should have withdrawn them.
 
+use crate::error::Error;
+use crate::lock::{Lock, Shared};
 use crate::locker::{acquire_answer, Locker, Pending, Request};
 use crate::node::is_timeout;
 use crate::quorum::{Answer, Tally};
 use futures_util::stream::StreamExt;
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -20,6 +23,33 @@ pub(crate) fn mark_unsure(unsure: &mut [bool], released: &Tally) {
     for (i, cause) in &released.failures {
         if is_timeout(cause) {
             unsure[*i] = true;
+        }
+    }
+}
+
+/// The caller's end of a queued acquisition's task. Dropped before the
+/// answer was taken (the caller gave up), it closes the channel first, so
+/// the task can no longer hand over a lock it wins (it unlocks it
+/// instead), then lets go of a lock already handed over but not yet read:
+/// dropped unread inside the channel, it would stay held for its TTL.
+pub(crate) struct Caller {
+    /// Dropping it tells the task the caller is gone.
+    pub(crate) keep: Option<oneshot::Sender<()>>,
+    pub(crate) result: oneshot::Receiver<Result<Lock, Error>>,
+    /// For an owner made for this call only (see `Request::unique`).
+    pub(crate) locker: Option<Locker>,
+}
+
+impl Drop for Caller {
+    fn drop(&mut self) {
+        if self.keep.take().is_none() {
+            return; // the answer was taken
+        }
+        self.result.close();
+        if let (Ok(Ok(lock)), Some(locker)) = (self.result.try_recv(), self.locker.take()) {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { locker.unlock(&lock).await });
+            }
         }
     }
 }
@@ -46,55 +76,64 @@ impl Cancel {
     }
 }
 
-/// After a queued acquisition was let go (its wait ran out, it failed, or
-/// its caller gave up) and a RELEASE went everywhere: a WAIT still
-/// unanswered (`queued[i]`) may have reached its server after that RELEASE
-/// (it travels on a connection of its own) and sit in the queue, to be
-/// granted later and kept for a whole TTL. RELEASE again on those servers,
-/// at growing intervals, until each WAIT has answered; a grant that
-/// arrives is given back. Bounded by the WAITs' own deadlines and by
-/// `WITHDRAW_FOR` (a server stalled that long may still queue one: it then
-/// holds that server for one TTL, not the lock). Only for an owner made for
-/// this call: a caller's own owner may be in a newer call by the time the
-/// RELEASE lands, and it would take that call's grant.
+/// The requests of a queued acquisition still out when it ended, for an
+/// owner made for the call (the caller's own owner may be in a newer call
+/// by the time a RELEASE from here lands, and it would take that call's
+/// grant). While the lock is `held` they are only driven: a grant that
+/// arrives is part of the lock. Once the lock is let go (unlocked, dropped;
+/// at once for an acquisition that failed or whose caller gave up, which
+/// pass `Weak::new()`), a WAIT still unanswered (`queued[i]`) may have
+/// reached its server after the RELEASE that should have withdrawn it (it
+/// travels on a connection of its own) and sit in the queue, to be granted
+/// later and kept for a whole TTL: RELEASE again on those servers, at
+/// growing intervals, until each WAIT has answered; a grant that arrives is
+/// given back. Bounded by the WAITs' own deadlines and by `WITHDRAW_FOR`
+/// after the let-go (a server stalled that long may still queue one: it
+/// then holds that server for one TTL, not the lock).
 pub(crate) fn withdraw_late(
     locker: Locker,
     req: &Request<'_>,
     mut acquires: Pending,
     mut queued: Vec<bool>,
     returns: Pending,
+    held: Weak<Shared>,
 ) {
-    if !req.unique {
-        return;
-    }
+    debug_assert!(req.unique);
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
-    let mut interval = locker.inner.config.node_timeout;
-    let give_up = tokio::time::Instant::now() + WITHDRAW_FOR;
-    tokio::spawn(tokio::time::timeout_at(give_up, async move {
+    tokio::spawn(async move {
         let mut releases = returns;
+        let mut interval = locker.inner.config.node_timeout;
         let mut next = Instant::now() + interval;
+        let mut give_up = None;
         let open =
             |queued: &[bool], acquires: &Pending| !acquires.is_empty() && queued.iter().any(|&q| q);
         while open(&queued, &acquires) || !releases.is_empty() {
             tokio::select! {
                 Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
                     queued[i] = false;
-                    if matches!(acquire_answer(reply), Answer::Yes(_)) {
+                    let granted = matches!(acquire_answer(reply), Answer::Yes(_));
+                    if granted && Shared::is_let_go(&held) {
                         releases.push(locker.release_on(i, &name, &owner));
                     }
                 }
                 Some(_) = releases.next(), if !releases.is_empty() => {}
                 _ = tokio::time::sleep_until(next.into()), if open(&queued, &acquires) => {
-                    for (i, _) in queued.iter().enumerate().filter(|(_, &q)| q) {
-                        releases.push(locker.release_on(i, &name, &owner));
+                    if Shared::is_let_go(&held) {
+                        let now = Instant::now();
+                        if *give_up.get_or_insert(now + WITHDRAW_FOR) <= now {
+                            return;
+                        }
+                        for (i, _) in queued.iter().enumerate().filter(|(_, &q)| q) {
+                            releases.push(locker.release_on(i, &name, &owner));
+                        }
+                        interval = (interval * 2).min(Duration::from_secs(1));
                     }
-                    interval = (interval * 2).min(Duration::from_secs(1));
                     next = Instant::now() + interval;
                 }
             }
         }
-    }));
+    });
 }
 
-/// How long `withdraw_late` keeps withdrawing WAITs of a wait that ended.
+/// How long `withdraw_late` keeps withdrawing WAITs after the lock was let go.
 const WITHDRAW_FOR: Duration = Duration::from_secs(30);

@@ -34,6 +34,7 @@ mod options;
 mod pending;
 pub mod quorum;
 mod status;
+mod stragglers;
 mod waiting;
 
 pub use config::{Builder, Config, MIN_TTL};

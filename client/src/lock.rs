@@ -1,10 +1,9 @@
 //! A lock held on a majority of nodes, and the state its clones share with
 //! the requests of its acquisition that were still in flight.
 
-use crate::locker::{Pending, Request};
-use std::fmt;
+use crate::locker::Request;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// A lock held on a majority of nodes. Release it with
@@ -19,44 +18,25 @@ pub struct Lock {
     ttl: Duration,
     pub(crate) valid_until: Instant,
     pub(crate) shared: Arc<Shared>,
+    /// The owner was generated for the call that took it (see
+    /// `Request::unique`): only then is it released in the background.
+    pub(crate) unique: bool,
 }
 
 /// Shared by a Lock's clones; held weakly by the task settling the late
 /// replies of its acquisition.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Shared {
     /// Set once the lock is let go (unlocked, or its acquisition failed):
     /// a grant still on its way to this owner is then released on arrival,
     /// as it is once every clone was dropped (see `settle_late`).
     gone: AtomicBool,
-    /// Requests of the winning round still in flight on open connections.
-    /// Kept, not polled: the connection sends a queued request only while
-    /// someone still awaits its reply, and a won lock should land on every
-    /// node that answers. Dropped when the lock is let go; the RELEASE
-    /// follows them on the same connection, so it cannot overtake them.
-    stragglers: Mutex<Option<Pending>>,
-}
-
-impl fmt::Debug for Shared {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared")
-            .field("gone", &self.gone.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
-    }
 }
 
 impl Shared {
-    /// Keep the winning round's requests still in flight (see `stragglers`).
-    pub(crate) fn keep(&self, stragglers: Pending) {
-        *self.stragglers.lock().expect("stragglers") = Some(stragglers);
-    }
-
-    /// The lock is let go: late grants are released from now on. Returns
-    /// the kept stragglers, to drop once the RELEASE is out (before, a
-    /// straggler not yet sent would simply not be sent; either way is safe).
-    pub(crate) fn let_go(&self) -> Option<Pending> {
+    /// The lock is let go: late grants are released from now on.
+    pub(crate) fn let_go(&self) {
         self.gone.store(true, Ordering::Release);
-        self.stragglers.lock().expect("stragglers").take()
     }
 
     /// Let go, or every clone of the Lock dropped.
@@ -81,6 +61,7 @@ impl Lock {
             ttl: req.ttl,
             valid_until: start,
             shared,
+            unique: req.unique,
         }
     }
 

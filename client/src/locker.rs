@@ -8,6 +8,7 @@ use crate::lock::{Lock, Shared};
 use crate::node::{is_timeout, timed_out, within, Failure, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
+use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
 use rand::Rng;
@@ -21,6 +22,7 @@ pub(crate) struct Inner {
     pub(crate) nodes: Vec<Arc<Node>>,
     pub(crate) names: Vec<String>,
     pub(crate) config: Config,
+    pub(crate) stragglers: Stragglers,
 }
 
 /// Quorum lock client. Cheap to clone; clones share connections.
@@ -131,13 +133,10 @@ impl Round {
 
     /// The verdict is in: let the stragglers complete in the background
     /// (until the round's deadline).
-    fn detach(self) -> Tally {
+    fn detach(self, stragglers: &Stragglers) -> Tally {
         let (tally, late) = self.split();
-        if let Late::Keep(mut pending) | Late::Drive(mut pending, _) = late {
-            let until = tokio::time::Instant::now() + WAIT_SLACK;
-            tokio::spawn(tokio::time::timeout_at(until, async move {
-                while pending.next().await.is_some() {}
-            }));
+        if let Late::Keep(pending, until) | Late::Drive(pending, until) = late {
+            stragglers.drive(until, pending);
         }
         tally
     }
@@ -147,7 +146,7 @@ impl Round {
         let late = if self.pending.is_empty() {
             Late::None
         } else if self.on_open_connections {
-            Late::Keep(self.pending)
+            Late::Keep(self.pending, self.deadline.deadline())
         } else {
             Late::Drive(self.pending, self.deadline.deadline())
         };
@@ -164,10 +163,9 @@ impl Round {
 /// The requests of a decided round still in flight.
 enum Late {
     None,
-    /// Each went out on a connection that was open: they are sent as long
-    /// as their futures are kept, with no task to drive them (a spawned task
-    /// per lock was the largest cost of the client under load).
-    Keep(Pending),
+    /// Each went out on a connection that was open: nothing to settle but
+    /// their sending, which the Locker's straggler task sees to.
+    Keep(Pending, tokio::time::Instant),
     /// Some were still connecting: drive them until that deadline.
     Drive(Pending, tokio::time::Instant),
 }
@@ -241,6 +239,7 @@ impl Drop for Abandoned<'_> {
 }
 
 /// What one acquisition asks for, options resolved.
+#[derive(Clone, Copy)]
 pub(crate) struct Request<'a> {
     pub(crate) name: &'a str,
     pub(crate) owner: &'a str,
@@ -249,6 +248,27 @@ pub(crate) struct Request<'a> {
     /// The owner was made for this call (no other call can hold it), so
     /// what it was granted may be released after the call returned.
     pub(crate) unique: bool,
+}
+
+impl<'a> Request<'a> {
+    /// The request for the next pass (a polling round, a pass of a queued
+    /// wait) after the first: a generated owner is made anew (into `fresh`),
+    /// so that nothing an earlier pass left behind (a late grant it
+    /// releases, a RELEASE still on its way) can touch this pass's grants.
+    /// A caller's own owner stays: to the servers it is one holder.
+    pub(crate) fn next_pass<'b>(&self, fresh: &'b mut String) -> Request<'b>
+    where
+        'a: 'b,
+    {
+        if !self.unique {
+            return *self;
+        }
+        *fresh = random_owner();
+        Request {
+            owner: fresh.as_str(),
+            ..*self
+        }
+    }
 }
 
 impl Locker {
@@ -262,6 +282,7 @@ impl Locker {
                 nodes,
                 names,
                 config,
+                stragglers: Stragglers::default(),
             }),
         }
     }
@@ -397,7 +418,7 @@ impl Locker {
             let shared = Arc::new(Shared::default());
             match late {
                 Late::None => {}
-                Late::Keep(late) => shared.keep(late),
+                Late::Keep(late, until) => self.inner.stragglers.drive(until, late),
                 Late::Drive(late, until) => settle_late(
                     self.clone(),
                     req,
@@ -410,7 +431,7 @@ impl Locker {
             match self.fence(&tally, &mut lock, start).await {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
-                    drop(shared.let_go());
+                    shared.let_go();
                     let released = self.release_everywhere(req.name, req.owner).await;
                     *unsure |= released.failures.iter().any(|(_, c)| is_timeout(c));
                     return Err(e);
@@ -466,6 +487,11 @@ impl Locker {
                 // 60 s is a failure of that node, not a refusal: it passes.)
                 if !raised.rejected.is_empty() {
                     return Err(self.rejected(&raised));
+                }
+                // Only answers, no failures: the grants were gone (expired,
+                // released) or taken by the time the FENCE came.
+                if raised.failures.is_empty() {
+                    return Err(Error::Expired);
                 }
                 return Err(self.no_quorum(&raised));
             }
@@ -562,17 +588,7 @@ impl Locker {
             reentrant: opts.reentrant,
             unique: opts.owner.is_none(),
         };
-        // If the caller drops this future midway, grants may be held on some
-        // servers: release them. Only for an owner made here — a caller's
-        // own owner may already hold the lock from an earlier call.
-        let mut abandoned = Abandoned {
-            locker: opts.owner.is_none().then(|| self.clone()),
-            name,
-            owner,
-        };
-        let got = self.acquire_as(&req, opts.wait).await;
-        abandoned.locker = None;
-        got
+        self.acquire_as(&req, opts.wait).await
     }
 
     async fn acquire_as(&self, req: &Request<'_>, wait: Duration) -> Result<Lock, Error> {
@@ -597,12 +613,26 @@ impl Locker {
             }
         }
         let mut rounds = 0u32;
+        let mut fresh = String::new();
         loop {
             rounds += 1;
+            let pass = match rounds {
+                1 => *req,
+                _ => req.next_pass(&mut fresh),
+            };
             let left = deadline.saturating_duration_since(Instant::now());
             let server_wait = (single && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
             let mut unsure = false;
-            let err = match self.attempt(req, server_wait, &mut unsure).await {
+            // If the caller drops this future midway, grants may be held on
+            // some servers: release them. Only for an owner made here.
+            let mut abandoned = Abandoned {
+                locker: pass.unique.then(|| self.clone()),
+                name: pass.name,
+                owner: pass.owner,
+            };
+            let got = self.attempt(&pass, server_wait, &mut unsure).await;
+            abandoned.locker = None;
+            let err = match got {
                 Ok(lock) => return Ok(lock),
                 Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
                 Err(e) => e,
@@ -639,7 +669,7 @@ impl Locker {
             .round(&self.all(), cmd, cfg.node_timeout, code_answer)
             .await;
         let verdict = round.verdict();
-        let tally = round.detach();
+        let tally = round.detach(&self.inner.stragglers);
         match verdict {
             Verdict::Quorum => {
                 lock.valid_until = self.valid_until(start, lock.ttl()).ok_or(Error::Expired)?;
@@ -654,9 +684,8 @@ impl Locker {
     /// Release on every node. Ok when a majority released it; `Expired` when
     /// it was no longer held on a majority.
     pub async fn unlock(&self, lock: &Lock) -> Result<(), Error> {
-        let stragglers = lock.shared.let_go();
+        lock.shared.let_go();
         let tally = self.release_everywhere(lock.name(), lock.owner()).await;
-        drop(stragglers);
         match tally.final_verdict() {
             Verdict::Quorum => Ok(()),
             Verdict::Unreachable => Err(self.no_quorum(&tally)),

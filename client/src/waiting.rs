@@ -21,7 +21,7 @@
 //! grants from a majority, exactly as in a polling round.
 
 use crate::error::Error;
-use crate::let_go::{mark_unsure, withdraw_late, Cancel, UNSURE};
+use crate::let_go::{mark_unsure, withdraw_late, Caller, Cancel, UNSURE};
 use crate::lock::{Lock, Shared};
 use crate::locker::{
     acquire_answer, ms, settle_late, Locker, Pending, Request, MAX_SERVER_WAIT, WAIT_SLACK,
@@ -31,7 +31,7 @@ use crate::quorum::{self, Answer, Tally};
 use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::Cmd;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -136,7 +136,12 @@ impl Locker {
                 }
             }
         });
-        let got = match result.await {
+        let mut caller = Caller {
+            keep: Some(keep),
+            result,
+            locker: unique.then(|| self.clone()),
+        };
+        let got = match (&mut caller.result).await {
             Ok(got) => got,
             // The task ended without an answer: it panicked (pass the panic
             // on) or its runtime is shutting down.
@@ -147,7 +152,7 @@ impl Locker {
                 )),
             },
         };
-        drop(keep);
+        caller.keep = None;
         got
     }
 
@@ -167,9 +172,17 @@ impl Locker {
         // counted there could be freed by the late RELEASE, so they are left
         // out for the rest of this call.
         let mut unsure = vec![false; self.inner.nodes.len()];
+        let mut fresh = String::new();
+        let mut pass = 0u32;
         loop {
+            pass += 1;
+            // A generated owner is new for every pass (see next_pass).
+            let req = match pass {
+                1 => *req,
+                _ => req.next_pass(&mut fresh),
+            };
             match self
-                .queue_once(req, ticket, called, deadline, &mut unsure, &mut cancel)
+                .queue_once(&req, ticket, called, deadline, &mut unsure, &mut cancel)
                 .await
             {
                 // A majority granted but could not be fenced or kept valid
@@ -338,12 +351,12 @@ impl Locker {
             let released = self.release_everywhere(req.name, req.owner).await;
             mark_unsure(unsure, &released);
             let queued = slots.iter().map(|s| matches!(s, Slot::Queued(_))).collect();
-            withdraw_late(self.clone(), req, acquires, queued, returns);
+            if req.unique {
+                withdraw_late(self.clone(), req, acquires, queued, returns, Weak::new());
+            }
             return Err(self.queued_failure(&slots, causes));
         }
         let shared = Arc::new(Shared::default());
-        let mut late = acquires;
-        late.append(returns);
 
         let mut tally = Tally::new(n);
         let mut start = Instant::now();
@@ -354,11 +367,21 @@ impl Locker {
             }
         }
         let mut lock = Lock::granted(req, tally.quorum_token(), start, shared.clone());
-        settle_late(self.clone(), req, late, Arc::downgrade(&shared), None);
+        // Requests still out: a WAIT queued where the lock was not granted
+        // is withdrawn once the lock is let go (see withdraw_late).
+        if req.unique {
+            let queued = slots.iter().map(|s| matches!(s, Slot::Queued(_))).collect();
+            let held = Arc::downgrade(&shared);
+            withdraw_late(self.clone(), req, acquires, queued, returns, held);
+        } else {
+            let mut late = acquires;
+            late.append(returns);
+            settle_late(self.clone(), req, late, Arc::downgrade(&shared), None);
+        }
         match self.fence(&tally, &mut lock, start).await {
             Ok(()) => Ok(lock),
             Err(e) => {
-                drop(shared.let_go());
+                shared.let_go();
                 let released = self.release_everywhere(req.name, req.owner).await;
                 mark_unsure(unsure, &released);
                 Err(e)

@@ -1,0 +1,60 @@
+//! The requests of decided rounds still in flight (a won `try_lock`'s
+//! slower servers, an extend's), driven to their end by one task per
+//! Locker instead of a task spawned per lock, which was the largest cost of
+//! the client under load. They must stay polled until they are on the
+//! wire: the connection sends a queued request only while its reply is
+//! awaited, and its bounded queue hands a freed slot to the next waiting
+//! request whether or not anyone polls it, so requests kept without being
+//! polled would fill the queue and stall the connection.
+
+use crate::locker::Pending;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::sync::OnceLock;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+type Batch = (Instant, Pending);
+
+#[derive(Default)]
+pub(crate) struct Stragglers {
+    tx: OnceLock<mpsc::UnboundedSender<Batch>>,
+}
+
+impl Stragglers {
+    /// Drive `requests` until they are done or `until` has passed.
+    pub(crate) fn drive(&self, until: Instant, requests: Pending) {
+        if requests.is_empty() {
+            return;
+        }
+        let tx = self.tx.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(run(rx));
+            tx
+        });
+        // The driver's runtime is gone (a Locker outliving it): a task of
+        // the current runtime, then.
+        if let Err(mpsc::error::SendError((until, requests))) = tx.send((until, requests)) {
+            tokio::spawn(finish(until, requests));
+        }
+    }
+}
+
+async fn finish(until: Instant, mut requests: Pending) {
+    let _ =
+        tokio::time::timeout_at(until, async { while requests.next().await.is_some() {} }).await;
+}
+
+/// Until the Locker (the sender) is gone and every batch finished.
+async fn run(mut rx: mpsc::UnboundedReceiver<Batch>) {
+    let mut running = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            batch = rx.recv() => match batch {
+                Some((until, requests)) => running.push(finish(until, requests)),
+                None => break,
+            },
+            Some(()) = running.next(), if !running.is_empty() => {}
+        }
+    }
+    while running.next().await.is_some() {}
+}
