@@ -796,3 +796,41 @@ async fn a_won_waits_request_queued_elsewhere_is_withdrawn_after_unlock() {
     );
     c.unlock(&next).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_server_a_wait_that_lands_after_it_ended_is_withdrawn() {
+    // N = 1: the WAIT is held back on the way; the call is cancelled (or
+    // its wait runs out) before it lands, the holder then releases, and the
+    // late WAIT must not take the lock for a TTL with nobody behind it.
+    for cancel in [true, false] {
+        let node = Server::start();
+        let proxy = DelayProxy::to(node.port);
+        let locker = Builder::new(&[proxy.url()])
+            .ttl(Duration::from_secs(30))
+            .node_timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        let warm = locker.try_lock("warm").await.unwrap();
+        locker.unlock(&warm).await.unwrap();
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE s other 60000") > 0);
+        proxy.delay("WAIT", Duration::from_millis(400));
+        if cancel {
+            let wait = locker.lock("s", Duration::from_secs(5));
+            let cancelled = tokio::time::timeout(Duration::from_millis(50), wait).await;
+            assert!(cancelled.is_err());
+        } else {
+            let got = locker.lock("s", Duration::from_millis(100)).await;
+            assert!(got.is_err(), "{got:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(int(&mut node.conn(), "LOCK.RELEASE s other"), 1);
+        proxy.clear();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(
+            eventually(Duration::from_secs(3), || status(&mut node.conn(), "s")
+                .is_none()),
+            "cancel={cancel}: the ended wait holds the lock: {:?}",
+            status(&mut node.conn(), "s")
+        );
+    }
+}

@@ -600,11 +600,13 @@ impl Locker {
         let deadline = now
             .checked_add(wait)
             .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
-        // Several servers and a wait: queue in their WAIT queues (fair, a
-        // hand-off per round trip) unless rounds were capped explicitly.
+        // A wait: queue in the servers' WAIT queues (fair, a hand-off per
+        // round trip) unless rounds were capped explicitly. One server too:
+        // the queued path owns its requests, so a WAIT still travelling when
+        // the wait ends or the caller leaves is withdrawn, not granted later.
         // (A wait under a millisecond is a single round: the deadline would
         // pass before the queued requests went out.)
-        if !single && wait >= Duration::from_millis(1) && cfg.retry_count.is_none() {
+        if wait >= Duration::from_millis(1) && cfg.retry_count.is_none() {
             match self.acquire_queued(req, deadline).await {
                 // A module from before TICKET (a rolling upgrade): poll.
                 Err(Error::Rejected { message, .. })
