@@ -99,6 +99,9 @@ pub(crate) fn withdraw_late(
     held: Weak<Shared>,
 ) {
     debug_assert!(req.unique);
+    if acquires.is_empty() && returns.is_empty() {
+        return; // nothing out: no task
+    }
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
     tokio::spawn(async move {
         let mut releases = returns;
