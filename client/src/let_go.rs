@@ -17,13 +17,20 @@ use tokio::sync::oneshot;
 pub(crate) const UNSURE: &str =
     "a RELEASE sent to it got no reply (it may still arrive): left out of this wait";
 
-/// Servers whose RELEASE timed out become unsure (a refused or broken
-/// connection will not deliver it later).
+/// The servers a RELEASE round timed out on: that RELEASE may still
+/// arrive (a refused or broken connection will not deliver it later).
+pub(crate) fn release_timed_out(released: &Tally) -> impl Iterator<Item = usize> + '_ {
+    released
+        .failures
+        .iter()
+        .filter(|(_, cause)| is_timeout(cause))
+        .map(|&(i, _)| i)
+}
+
+/// Servers whose RELEASE timed out become unsure.
 pub(crate) fn mark_unsure(unsure: &mut [bool], released: &Tally) {
-    for (i, cause) in &released.failures {
-        if is_timeout(cause) {
-            unsure[*i] = true;
-        }
+    for i in release_timed_out(released) {
+        unsure[i] = true;
     }
 }
 

@@ -4,8 +4,9 @@
 
 use crate::config::Config;
 use crate::error::Error;
+use crate::let_go::release_timed_out;
 use crate::lock::{Lock, Shared};
-use crate::node::{is_timeout, timed_out, within, Failure, Node};
+use crate::node::{timed_out, within, Failure, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use crate::stragglers::Stragglers;
@@ -94,9 +95,9 @@ struct Round {
     deadline: Pin<Box<Sleep>>,
     timeout: Duration,
     /// Every request went out on a shared connection that was already open
-    /// when the round began: the first poll handed it to the connection,
-    /// which sends it whether or not its reply is awaited, and before any
-    /// later request on that connection (an unlock's RELEASE).
+    /// when the round began: nothing reaches a node late except through
+    /// that connection, ahead of any later request on it (an unlock's
+    /// RELEASE), so a straggler needs only to be driven, not settled.
     on_open_connections: bool,
 }
 
@@ -135,7 +136,7 @@ impl Round {
     /// (until the round's deadline).
     fn detach(self, stragglers: &Stragglers) -> Tally {
         let (tally, late) = self.split();
-        if let Late::Keep(pending, until) | Late::Drive(pending, until) = late {
+        if let Late::OnOpen(pending, until) | Late::Drive(pending, until) = late {
             stragglers.drive(until, pending);
         }
         tally
@@ -146,7 +147,7 @@ impl Round {
         let late = if self.pending.is_empty() {
             Late::None
         } else if self.on_open_connections {
-            Late::Keep(self.pending, self.deadline.deadline())
+            Late::OnOpen(self.pending, self.deadline.deadline())
         } else {
             Late::Drive(self.pending, self.deadline.deadline())
         };
@@ -163,9 +164,9 @@ impl Round {
 /// The requests of a decided round still in flight.
 enum Late {
     None,
-    /// Each went out on a connection that was open: nothing to settle but
-    /// their sending, which the Locker's straggler task sees to.
-    Keep(Pending, tokio::time::Instant),
+    /// Each went out on a connection that was open: nothing to settle, only
+    /// to drive until sent and answered (the Locker's straggler task).
+    OnOpen(Pending, tokio::time::Instant),
     /// Some were still connecting: drive them until that deadline.
     Drive(Pending, tokio::time::Instant),
 }
@@ -418,7 +419,7 @@ impl Locker {
             let shared = Arc::new(Shared::default());
             match late {
                 Late::None => {}
-                Late::Keep(late, until) => self.inner.stragglers.drive(until, late),
+                Late::OnOpen(late, until) => self.inner.stragglers.drive(until, late),
                 Late::Drive(late, until) => settle_late(
                     self.clone(),
                     req,
@@ -433,7 +434,7 @@ impl Locker {
                 Err(e) => {
                     shared.let_go();
                     let released = self.release_everywhere(req.name, req.owner).await;
-                    *unsure |= released.failures.iter().any(|(_, c)| is_timeout(c));
+                    *unsure |= release_timed_out(&released).next().is_some();
                     return Err(e);
                 }
             }
@@ -442,7 +443,7 @@ impl Locker {
         // everywhere, after every acquire request has been sent or timed out.
         let tally = round.finish().await;
         let released = self.release_everywhere(req.name, req.owner).await;
-        *unsure |= released.failures.iter().any(|(_, c)| is_timeout(c));
+        *unsure |= release_timed_out(&released).next().is_some();
         Err(match verdict {
             Verdict::Unreachable => self.no_quorum(&tally),
             Verdict::Rejected => self.rejected(&tally),
@@ -654,9 +655,7 @@ impl Locker {
             // After a server-side wait that ended "busy" there is nothing to
             // pause for; otherwise (contention polled, an outage) pause.
             if !(server_wait.is_some() && matches!(err, Error::Taken)) {
-                let (lo, hi) = cfg.retry_delay;
-                let pause = rand::thread_rng().gen_range(lo..=hi);
-                tokio::time::sleep(pause.min(left)).await;
+                tokio::time::sleep(self.pause().min(left)).await;
             }
         }
     }

@@ -71,6 +71,11 @@ enum Slot {
     Out(Option<Answer>),
 }
 
+/// Which servers still have a WAIT of this acquisition out.
+fn still_queued(slots: &[Slot]) -> Vec<bool> {
+    slots.iter().map(|s| matches!(s, Slot::Queued(_))).collect()
+}
+
 impl Locker {
     fn queue_request(&self, req: &Request<'_>, ticket: u64, deadline: Instant) -> (Cmd, Duration) {
         // A longer wait than the server takes is cut to its maximum; at its
@@ -221,9 +226,12 @@ impl Locker {
         let began = Instant::now();
         let mut slots: Vec<Slot> = unsure
             .iter()
-            .map(|&unsure| match unsure {
-                true => Slot::Out(Some(Answer::Failed(UNSURE.into()))),
-                false => Slot::Retry(began),
+            .map(|&unsure| {
+                if unsure {
+                    Slot::Out(Some(Answer::Failed(UNSURE.into())))
+                } else {
+                    Slot::Retry(began)
+                }
             })
             .collect();
         // Each server's last failure, for the error if the wait runs out.
@@ -350,8 +358,8 @@ impl Locker {
             // requests still queued; the rest is withdrawn in the background.
             let released = self.release_everywhere(req.name, req.owner).await;
             mark_unsure(unsure, &released);
-            let queued = slots.iter().map(|s| matches!(s, Slot::Queued(_))).collect();
             if req.unique {
+                let queued = still_queued(&slots);
                 withdraw_late(self.clone(), req, acquires, queued, returns, Weak::new());
             }
             return Err(self.queued_failure(&slots, causes));
@@ -370,7 +378,7 @@ impl Locker {
         // Requests still out: a WAIT queued where the lock was not granted
         // is withdrawn once the lock is let go (see withdraw_late).
         if req.unique {
-            let queued = slots.iter().map(|s| matches!(s, Slot::Queued(_))).collect();
+            let queued = still_queued(&slots);
             let held = Arc::downgrade(&shared);
             withdraw_late(self.clone(), req, acquires, queued, returns, held);
         } else {
