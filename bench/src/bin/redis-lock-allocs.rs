@@ -5,12 +5,11 @@
 //!
 //! usage: redis-lock-allocs N CYCLES
 
-use futures_util::future::join_all;
-use redis_lock_client::Builder;
-use redis_lock_testkit::Server;
+mod cycle;
+
+use cycle::Load;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 struct Counting;
 
@@ -42,47 +41,13 @@ async fn main() {
         panic!("{usage}")
     };
     let (n, cycles): (usize, u64) = (n.parse().expect(usage), cycles.parse().expect(usage));
-    let nodes: Vec<Server> = (0..n).map(|_| Server::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
-    let locker = Builder::new(&urls)
-        .ttl(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let mut conns = Vec::new();
-    for u in &urls {
-        let client = redis::Client::open(u.as_str()).unwrap();
-        conns.push(client.get_multiplexed_async_connection().await.unwrap());
-    }
+    let load = Load::start(n).await;
     for mode in ["floor", "raw", "ours"] {
         let mut count = 0;
         for i in 0..cycles + 10 {
             // The first cycles open connections: not counted.
             let before = ALLOCS.load(Ordering::Relaxed);
-            if mode == "ours" {
-                let lock = locker.try_lock("allocs").await.unwrap();
-                locker.unlock(&lock).await.unwrap();
-            } else {
-                let owner = redis_lock_client::random_owner();
-                for step in 0..2 {
-                    let cmd = match (mode, step) {
-                        ("floor", _) => redis::cmd("PING"),
-                        (_, 0) => redis::cmd("LOCK.ACQUIRE")
-                            .arg("allocs")
-                            .arg(&owner)
-                            .arg(10_000)
-                            .to_owned(),
-                        _ => redis::cmd("LOCK.RELEASE")
-                            .arg("allocs")
-                            .arg(&owner)
-                            .to_owned(),
-                    };
-                    join_all(conns.iter().map(|c| {
-                        let (mut c, cmd) = (c.clone(), &cmd);
-                        async move { cmd.query_async::<redis::Value>(&mut c).await }
-                    }))
-                    .await;
-                }
-            }
+            load.cycle(mode, "allocs").await;
             if i >= 10 {
                 count += ALLOCS.load(Ordering::Relaxed) - before;
             }

@@ -8,9 +8,9 @@
 //! like the floor, with no client logic: ours vs raw is the client's cost,
 //! raw vs floor the cost of the commands themselves.
 
-use futures_util::future::join_all;
-use redis_lock_client::Builder;
-use redis_lock_testkit::Server;
+mod cycle;
+
+use cycle::Load;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,49 +27,17 @@ async fn main() {
         tasks.parse().expect(usage),
         secs.parse().expect(usage),
     );
-    let nodes: Vec<Server> = (0..n).map(|_| Server::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
-    let locker = Builder::new(&urls)
-        .ttl(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let mut conns = Vec::new();
-    for u in &urls {
-        let client = redis::Client::open(u.as_str()).unwrap();
-        conns.push(client.get_multiplexed_async_connection().await.unwrap());
-    }
+    let load = Arc::new(Load::start(n).await);
     let cpu_before = process_cpu_seconds();
     let done = Arc::new(AtomicU64::new(0));
     let stop = Instant::now() + Duration::from_secs_f64(secs);
     let mut handles = Vec::new();
     for t in 0..tasks {
-        let (locker, conns, done, mode) =
-            (locker.clone(), conns.clone(), done.clone(), mode.clone());
+        let (load, done, mode) = (load.clone(), done.clone(), mode.clone());
         handles.push(tokio::spawn(async move {
             let name = format!("profile:{t}");
             while Instant::now() < stop {
-                if mode == "floor" || mode == "raw" {
-                    let owner = redis_lock_client::random_owner();
-                    for step in 0..2 {
-                        let cmd = match (mode.as_str(), step) {
-                            ("floor", _) => redis::cmd("PING"),
-                            (_, 0) => redis::cmd("LOCK.ACQUIRE")
-                                .arg(&name)
-                                .arg(&owner)
-                                .arg(10_000)
-                                .to_owned(),
-                            _ => redis::cmd("LOCK.RELEASE").arg(&name).arg(&owner).to_owned(),
-                        };
-                        join_all(conns.iter().map(|c| {
-                            let (mut c, cmd) = (c.clone(), &cmd);
-                            async move { cmd.query_async::<redis::Value>(&mut c).await }
-                        }))
-                        .await;
-                    }
-                } else {
-                    let lock = locker.try_lock(&name).await.unwrap();
-                    locker.unlock(&lock).await.unwrap();
-                }
+                load.cycle(&mode, &name).await;
                 done.fetch_add(1, Ordering::Relaxed);
             }
         }));
