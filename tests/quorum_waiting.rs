@@ -19,7 +19,12 @@ fn urls(nodes: &[Server]) -> Vec<String> {
 }
 
 fn locker(nodes: &[Server]) -> Locker {
-    Builder::new(&urls(nodes))
+    locker_on(&urls(nodes))
+}
+
+/// TTL 10 s, node timeout 200 ms, over any URLs (proxies included).
+fn locker_on(urls: &[String]) -> Locker {
+    Builder::new(urls)
         .ttl(Duration::from_secs(10))
         .node_timeout(Duration::from_millis(200))
         .build()
@@ -252,11 +257,7 @@ async fn a_give_back_that_times_out_is_never_counted_again() {
     let nodes = servers(3);
     let proxy = DelayProxy::to(nodes[2].port);
     let urls = vec![nodes[0].url(), nodes[1].url(), proxy.url()];
-    let waiter = Builder::new(&urls)
-        .ttl(Duration::from_secs(10))
-        .node_timeout(Duration::from_millis(200))
-        .build()
-        .unwrap();
+    let waiter = locker_on(&urls);
     let all = [&nodes[0], &nodes[1], &nodes[2]];
     for release_a_after in [250u64, 320, 400, 550] {
         for node in &nodes[..2] {
@@ -651,14 +652,6 @@ async fn an_ended_call_leaves_a_later_call_of_its_owner_alone(cancel: bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(matches!(other.try_lock("k").await, Err(Error::Taken)));
-}
-
-fn locker_on(urls: &[String]) -> Locker {
-    Builder::new(urls)
-        .ttl(Duration::from_secs(10))
-        .node_timeout(Duration::from_millis(200))
-        .build()
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
