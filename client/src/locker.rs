@@ -10,7 +10,7 @@ use crate::node::{timed_out, within, Failure, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use crate::stragglers::Stragglers;
-use futures_util::future::BoxFuture;
+use futures_util::future::{BoxFuture, FutureExt};
 use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::{Cmd, Value};
@@ -123,6 +123,16 @@ impl Round {
                 self.pending = Pending::new();
                 false
             }
+        }
+    }
+
+    /// Tally the replies that are already in, without waiting: under load
+    /// the last node's reply often came with the deciding one, and then
+    /// nothing is left in flight to hand over.
+    fn take_ready(&mut self) {
+        while let Some(Some((i, reply))) = self.pending.next().now_or_never() {
+            self.waiting[i] = false;
+            self.tally.add(i, (self.classify)(reply));
         }
     }
 
@@ -333,6 +343,7 @@ impl Locker {
         }
         while round.next().await {
             if self.inner.config.fail_fast && round.tally.early().is_some() {
+                round.take_ready();
                 break;
             }
         }
@@ -350,20 +361,19 @@ impl Locker {
         dedicated: bool,
     ) -> BoxFuture<'static, Reply> {
         let node = self.inner.nodes[i].clone();
-        Box::pin(async move {
-            let query = async {
-                if dedicated {
-                    node.query_dedicated(&cmd).await
-                } else {
-                    node.query_shared(&cmd).await
-                }
-            };
-            let reply = match timeout {
-                Some(t) => within(t, query).await,
-                None => query.await,
-            };
-            (i, reply)
-        })
+        // One future per kind, each boxed at its own size: the common one
+        // (shared connection, the round's deadline) stays small, which
+        // saves a copy and a large allocation per request.
+        match (dedicated, timeout) {
+            (false, None) => Box::pin(async move { (i, node.query_shared(&cmd).await) }),
+            (false, Some(t)) => {
+                Box::pin(async move { (i, within(t, node.query_shared(&cmd)).await) })
+            }
+            (true, None) => Box::pin(async move { (i, node.query_dedicated(&cmd).await) }),
+            (true, Some(t)) => {
+                Box::pin(async move { (i, within(t, node.query_dedicated(&cmd)).await) })
+            }
+        }
     }
 
     /// `LOCK.RELEASE` on node `i` alone, with the node timeout.
@@ -433,7 +443,7 @@ impl Locker {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
                     shared.let_go();
-                    let released = self.release_everywhere(req.name, req.owner).await;
+                    let released = Box::pin(self.release_everywhere(req.name, req.owner)).await;
                     *unsure |= release_timed_out(&released).next().is_some();
                     return Err(e);
                 }
@@ -442,7 +452,7 @@ impl Locker {
         // A grant may have landed even where the reply was lost: release
         // everywhere, after every acquire request has been sent or timed out.
         let tally = round.finish().await;
-        let released = self.release_everywhere(req.name, req.owner).await;
+        let released = Box::pin(self.release_everywhere(req.name, req.owner)).await;
         *unsure |= release_timed_out(&released).next().is_some();
         Err(match verdict {
             Verdict::Unreachable => self.no_quorum(&tally),
@@ -473,14 +483,15 @@ impl Locker {
             let mut cmd = redis::cmd("LOCK.FENCE");
             cmd.arg(lock.name()).arg(lock.owner()).arg(lock.token());
             let token = lock.token();
-            let raised = self
-                .round(&behind, cmd, cfg.node_timeout, |r| match r {
+            let raised = Box::pin(async {
+                let fence_answer = |r| match r {
                     Ok(Value::Int(t)) if t > 0 => Answer::Yes(t as u64),
                     other => code_answer(other),
-                })
-                .await
-                .finish()
-                .await;
+                };
+                let round = self.round(&behind, cmd, cfg.node_timeout, fence_answer);
+                round.await.finish().await
+            })
+            .await;
             let fenced = at_max + raised.yes.iter().filter(|&&(_, t)| t >= token).count();
             if fenced < quorum::majority(self.inner.nodes.len()) {
                 // A refusal (NOPERM on LOCK.FENCE) will not change by
@@ -507,7 +518,7 @@ impl Locker {
                 lock.valid_until = until;
                 Ok(())
             }
-            _ => self.extend(lock).await,
+            _ => Box::pin(self.extend(lock)).await,
         }
     }
 
@@ -608,7 +619,8 @@ impl Locker {
         // (A wait under a millisecond is a single round: the deadline would
         // pass before the queued requests went out.)
         if wait >= Duration::from_millis(1) && cfg.retry_count.is_none() {
-            match self.acquire_queued(req, deadline).await {
+            // Boxed: a rare path's large future would size every try_lock's.
+            match Box::pin(self.acquire_queued(req, deadline)).await {
                 // A module from before TICKET (a rolling upgrade): poll.
                 Err(Error::Rejected { message, .. })
                     if message.contains("unknown option 'TICKET'") => {}

@@ -99,10 +99,18 @@ impl Node {
         self.conn.lock().expect("connection slot").is_some()
     }
 
+    /// The shared connection, opened if needed. Opening is boxed apart:
+    /// its future is kilobytes, and inlined it would size (and cost a copy
+    /// of) every request's future, though nearly every request finds the
+    /// connection open.
     async fn connection(&self) -> redis::RedisResult<MultiplexedConnection> {
-        if let Some(c) = self.cached() {
-            return Ok(c);
+        match self.cached() {
+            Some(c) => Ok(c),
+            None => Box::pin(self.connect()).await,
         }
+    }
+
+    async fn connect(&self) -> redis::RedisResult<MultiplexedConnection> {
         let _connecting = self.connecting.lock().await;
         if let Some(c) = self.cached() {
             return Ok(c);
@@ -123,11 +131,11 @@ impl Node {
             let pooled = self.idle.lock().expect("pool lock").pop();
             let mut conn = match pooled {
                 Some(c) => c,
-                None => self.client.get_multiplexed_async_connection().await?,
+                None => Box::pin(self.client.get_multiplexed_async_connection()).await?,
             };
             let mut reply = cmd.query_async::<Value>(&mut conn).await;
             if matches!(&reply, Err(e) if broken(e)) {
-                conn = self.client.get_multiplexed_async_connection().await?;
+                conn = Box::pin(self.client.get_multiplexed_async_connection()).await?;
                 reply = cmd.query_async::<Value>(&mut conn).await;
             }
             if !matches!(&reply, Err(e) if broken(e)) {
