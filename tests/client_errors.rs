@@ -223,3 +223,55 @@ async fn a_wait_under_a_millisecond_still_tries_once() {
         locker.unlock(&lock).await.unwrap();
     }
 }
+
+#[test]
+fn a_wait_cut_off_by_its_runtime_shutting_down_is_an_outage_not_a_config_error() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    for s in &servers {
+        assert!(int(&mut s.conn(), "LOCK.ACQUIRE job other 10000") > 0);
+    }
+    let locker = locker(&urls);
+    let first = tokio::runtime::Runtime::new().unwrap();
+    // The queued wait starts on the first runtime (its task lives there)...
+    let mut wait = Box::pin(locker.lock("job", Duration::from_secs(5)));
+    let started = first.block_on(async {
+        tokio::time::timeout(Duration::from_millis(100), &mut wait)
+            .await
+            .is_err()
+    });
+    assert!(started, "the lock is held by another owner: the call waits");
+    drop(first);
+    // ...and is finished on another, after the first shut down.
+    let second = tokio::runtime::Runtime::new().unwrap();
+    match second.block_on(wait) {
+        Err(Error::NoQuorum {
+            granted, failures, ..
+        }) => {
+            assert_eq!(granted, 0);
+            assert_eq!(failures.len(), 3);
+            assert!(failures[0].cause.contains("runtime"), "{failures:?}");
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_locker_outliving_its_first_runtime_works_at_once_on_the_next() {
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let locker = locker(&urls);
+    // A Locker in a static, used by one #[tokio::test] runtime after another.
+    for round in 0..3 {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            // Shared connections, and the dedicated ones of a wait.
+            let lock = locker.try_lock("job").await.unwrap_or_else(|e| {
+                panic!("runtime {round}: the first call failed: {e}");
+            });
+            locker.unlock(&lock).await.unwrap();
+            let lock = locker.lock("job", Duration::from_secs(2)).await.unwrap();
+            locker.unlock(&lock).await.unwrap();
+        });
+    }
+}

@@ -3,7 +3,7 @@
 //! nodes in parallel and tallying the answers.
 
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{Error, NodeFailure};
 use crate::let_go::release_timed_out;
 use crate::lock::{Lock, Shared};
 use crate::node::{timed_out, within, Failure, Node};
@@ -535,6 +535,19 @@ impl Locker {
             granted: tally.yes.len(),
             needed: quorum::majority(self.inner.nodes.len()),
             failures: tally.failures(&self.inner.names),
+        }
+    }
+
+    /// `NoQuorum` with one cause for every node: nothing was granted.
+    pub(crate) fn every_node_failed(&self, cause: &str) -> Error {
+        let failures = self.inner.names.iter().map(|node| NodeFailure {
+            node: node.clone(),
+            cause: cause.to_string(),
+        });
+        Error::NoQuorum {
+            granted: 0,
+            needed: quorum::majority(self.inner.nodes.len()),
+            failures: failures.collect(),
         }
     }
 

@@ -4,8 +4,9 @@
 
 use redis::aio::MultiplexedConnection;
 use redis::{Client, Cmd, ErrorKind, RedisError, Value};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::Mutex;
+use tokio::sync::{oneshot, Mutex};
 
 /// Idle dedicated connections kept per node; more concurrent waiters open
 /// more, and the surplus is closed when they finish.
@@ -72,10 +73,58 @@ pub struct Node {
     client: Client,
     /// The shared connection; a plain mutex held only to clone it (every
     /// request passes here, an async mutex costs more).
-    conn: std::sync::Mutex<Option<MultiplexedConnection>>,
+    conn: std::sync::Mutex<Option<Driven>>,
     /// Held while (re)connecting, so a burst of requests opens one connection.
     connecting: Mutex<()>,
-    idle: std::sync::Mutex<Vec<MultiplexedConnection>>,
+    idle: std::sync::Mutex<Vec<Driven>>,
+}
+
+/// A connection and a watch on the runtime its driver task runs on
+/// (redis-rs spawns it on the runtime that opened it). When that runtime
+/// shuts down, the connection is dead before any request failed on it: a
+/// Locker that outlives a runtime (a static used by one `#[tokio::test]`
+/// after another) would fail its next request on every node.
+struct Driven {
+    conn: MultiplexedConnection,
+    runtime: RuntimeWatch,
+}
+
+impl Driven {
+    /// Opened on the current runtime.
+    fn here(conn: MultiplexedConnection) -> Driven {
+        Driven {
+            conn,
+            runtime: RuntimeWatch::here(),
+        }
+    }
+}
+
+/// Whether the runtime it was made on is still up: a task parked there
+/// holds `up`, and a runtime that shuts down drops its tasks. The task ends
+/// when the watch is dropped.
+struct RuntimeWatch {
+    up: Weak<()>,
+    _stop: oneshot::Sender<()>,
+}
+
+impl RuntimeWatch {
+    fn here() -> RuntimeWatch {
+        let up = Arc::new(());
+        let watch = Arc::downgrade(&up);
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _up = up;
+            let _ = stopped.await;
+        });
+        RuntimeWatch {
+            up: watch,
+            _stop: stop,
+        }
+    }
+
+    fn is_up(&self) -> bool {
+        self.up.strong_count() > 0
+    }
 }
 
 impl Node {
@@ -90,13 +139,23 @@ impl Node {
         }
     }
 
+    /// The shared connection, unless none is open or its runtime is gone
+    /// (then it is dropped, and the next request opens a new one).
     fn cached(&self) -> Option<MultiplexedConnection> {
-        self.conn.lock().expect("connection slot").clone()
+        let mut slot = self.conn.lock().expect("connection slot");
+        match slot.as_ref() {
+            Some(open) if open.runtime.is_up() => Some(open.conn.clone()),
+            Some(_) => {
+                *slot = None;
+                None
+            }
+            None => None,
+        }
     }
 
     /// The shared connection is open (as far as this side knows).
     pub(crate) fn is_connected(&self) -> bool {
-        self.conn.lock().expect("connection slot").is_some()
+        self.cached().is_some()
     }
 
     /// The shared connection, opened if needed. Opening is boxed apart:
@@ -116,7 +175,7 @@ impl Node {
             return Ok(c);
         }
         let c = self.client.get_multiplexed_async_connection().await?;
-        *self.conn.lock().expect("connection slot") = Some(c.clone());
+        *self.conn.lock().expect("connection slot") = Some(Driven::here(c.clone()));
         Ok(c)
     }
 
@@ -127,16 +186,19 @@ impl Node {
     /// connection found broken is replaced once. No deadline of its own:
     /// the caller's round has one.
     pub async fn query_dedicated(&self, cmd: &Cmd) -> Result<Value, Failure> {
+        let open = || async {
+            let c = Box::pin(self.client.get_multiplexed_async_connection()).await?;
+            Ok::<_, RedisError>(Driven::here(c))
+        };
         let attempt = async {
-            let pooled = self.idle.lock().expect("pool lock").pop();
-            let mut conn = match pooled {
+            let mut conn = match self.pooled() {
                 Some(c) => c,
-                None => Box::pin(self.client.get_multiplexed_async_connection()).await?,
+                None => open().await?,
             };
-            let mut reply = cmd.query_async::<Value>(&mut conn).await;
+            let mut reply = cmd.query_async::<Value>(&mut conn.conn).await;
             if matches!(&reply, Err(e) if broken(e)) {
-                conn = Box::pin(self.client.get_multiplexed_async_connection()).await?;
-                reply = cmd.query_async::<Value>(&mut conn).await;
+                conn = open().await?;
+                reply = cmd.query_async::<Value>(&mut conn.conn).await;
             }
             if !matches!(&reply, Err(e) if broken(e)) {
                 let mut idle = self.idle.lock().expect("pool lock");
@@ -147,6 +209,18 @@ impl Node {
             reply
         };
         attempt.await.map_err(classify)
+    }
+
+    /// An idle dedicated connection whose runtime is still up (those of a
+    /// runtime that is gone are dropped).
+    fn pooled(&self) -> Option<Driven> {
+        let mut idle = self.idle.lock().expect("pool lock");
+        while let Some(c) = idle.pop() {
+            if c.runtime.is_up() {
+                return Some(c);
+            }
+        }
+        None
     }
 
     /// Run `cmd` on the shared connection. A transport error drops the

@@ -9,7 +9,7 @@
 
 use crate::locker::Pending;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -17,7 +17,7 @@ type Batch = (Instant, Pending);
 
 #[derive(Default)]
 pub(crate) struct Stragglers {
-    tx: OnceLock<mpsc::UnboundedSender<Batch>>,
+    tx: Mutex<Option<mpsc::UnboundedSender<Batch>>>,
 }
 
 impl Stragglers {
@@ -26,16 +26,20 @@ impl Stragglers {
         if requests.is_empty() {
             return;
         }
-        let tx = self.tx.get_or_init(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(run(rx));
-            tx
-        });
-        // The driver's runtime is gone (a Locker outliving it): a task of
-        // the current runtime, then.
-        if let Err(mpsc::error::SendError((until, requests))) = tx.send((until, requests)) {
-            tokio::spawn(finish(until, requests));
+        let mut tx = self.tx.lock().expect("straggler channel");
+        let mut batch = (until, requests);
+        if let Some(driver) = tx.as_ref() {
+            match driver.send(batch) {
+                Ok(()) => return,
+                // The driver's runtime is gone (a Locker outliving it).
+                Err(mpsc::error::SendError(back)) => batch = back,
+            }
         }
+        // A driver on the current runtime, then.
+        let (new, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(rx));
+        let _ = new.send(batch);
+        *tx = Some(new);
     }
 }
 

@@ -152,9 +152,9 @@ impl Locker {
             // on) or its runtime is shutting down.
             Err(_) => match task.await {
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                _ => Err(Error::Config(
-                    "the runtime shut down during the wait".into(),
-                )),
+                // Not a setting that cannot work: the wait itself was cut
+                // off, like an outage, and a retry on a live runtime works.
+                _ => Err(self.every_node_failed("the runtime running the wait shut down")),
             },
         };
         caller.keep = None;
