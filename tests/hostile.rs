@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use std::time::Duration;
 
 /// CRC-64/Jones as Redis computes it for DUMP payloads (reflected, init 0).
 fn crc64(data: &[u8]) -> u64 {
@@ -166,6 +167,41 @@ fn stored_values_that_break_the_invariants_are_refused() {
     assert!(int(&mut c, "LOCK.ACQUIRE next n 1000") as u64 > now_us + 10_000_000);
     // A TTL of 0 is not a lock.
     assert!(restore(&mut c, "zero", &lock_payload(&h, b"a", 9, 0, 1)).is_err());
+}
+
+/// A client's RESTORE on a writable replica cannot tell itself from the
+/// primary's replicated RESTORE, so it gets the primary's widest limits, but
+/// not a token that would exhaust the counter (an attack run pushed it to
+/// 2^53 - 1 there, and the promoted replica refused every lock for good).
+#[test]
+fn a_restore_on_a_writable_replica_cannot_exhaust_the_counter() {
+    let primary = Server::start();
+    let replica = Server::replica_of(&primary, &[]);
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    let h = lock_header(&mut p);
+    q(&mut r, "CONFIG SET replica-read-only no").unwrap();
+    let max = (1u64 << 53) - 1;
+    let now_us = redis_lock_client::quorum::unix_micros();
+    let day_ahead = now_us + 86_400_000_000;
+    for token in [max, day_ahead] {
+        let payload = lock_payload(&h, b"abcd", token, 60_000, 1);
+        let refused = restore(&mut r, "forged", &payload).unwrap_err();
+        assert!(refused.to_string().contains("Bad data format"), "{refused}");
+        assert_eq!(int(&mut r, "EXISTS forged"), 0);
+    }
+    let last = info_field(&mut r, "lock", "lock_last_token");
+    assert!(
+        last.parse::<u64>().unwrap() < day_ahead,
+        "counter at {last}"
+    );
+    // What a primary legitimately replicates still lands: a RESTORE there
+    // (a token near the clock) reaches the replica.
+    let near = lock_payload(&h, b"abcd", now_us + 10_000_000, 60_000, 1);
+    restore(&mut p, "moved", &near).unwrap();
+    let landed = eventually(Duration::from_secs(5), || {
+        status(&mut r, "moved").is_some_and(|s| s.1 as u64 == now_us + 10_000_000)
+    });
+    assert!(landed, "the primary's RESTORE reached the replica");
 }
 
 /// ≥ 10,000 mutated DUMP payloads with a valid CRC: every one is either

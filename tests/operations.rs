@@ -222,9 +222,28 @@ fn a_smaller_owner_limit_does_not_lock_the_holder_out() {
     let mut c = s.conn();
     let owner = "owner-with-a-long-name-0123456789";
     int(&mut c, &format!("LOCK.ACQUIRE job {owner} 60000"));
+    let token = status(&mut c, "job").unwrap().1;
     q(&mut c, "CONFIG SET lock.max-owner-len 8").unwrap();
     assert_eq!(int(&mut c, &format!("LOCK.EXTEND job {owner} 60000")), 1);
+    // Its own lock: a renewal by ACQUIRE, and one more hold by REENTRANT.
+    assert_eq!(
+        int(&mut c, &format!("LOCK.ACQUIRE job {owner} 60000")),
+        token
+    );
+    let reentered = int(&mut c, &format!("LOCK.ACQUIRE job {owner} 60000 REENTRANT"));
+    assert_eq!(reentered, token);
+    assert_eq!(status(&mut c, "job").unwrap().3, 2, "two holds");
+    // Anyone else that long is refused, held key or free key, and nothing
+    // is queued or changed.
+    let other = "another-long-owner-name";
+    let refused = err(&mut c, &format!("LOCK.ACQUIRE job {other} 60000 WAIT 10"));
+    assert!(refused.contains("max-owner-len"), "{refused}");
+    let refused = err(&mut c, &format!("LOCK.ACQUIRE free {other} 60000"));
+    assert!(refused.contains("max-owner-len"), "{refused}");
+    assert_eq!(int(&mut c, "EXISTS free"), 0);
     assert_eq!(int(&mut c, &format!("LOCK.RELEASE job {owner}")), 1);
+    assert_eq!(int(&mut c, &format!("LOCK.RELEASE job {owner}")), 1);
+    // Released: a new grant to that owner is refused like any other.
     assert!(err(&mut c, &format!("LOCK.ACQUIRE job {owner} 60000")).contains("max-owner-len"));
 }
 

@@ -146,8 +146,8 @@ impl Round {
     /// (until the round's deadline).
     fn detach(self, stragglers: &Stragglers) -> Tally {
         let (tally, late) = self.split();
-        if let Late::OnOpen(pending, until) | Late::Drive(pending, until) = late {
-            stragglers.drive(until, pending);
+        if let Late::OnOpen(pending, deadline) | Late::Drive(pending, deadline) = late {
+            stragglers.drive(deadline, pending);
         }
         tally
     }
@@ -157,9 +157,9 @@ impl Round {
         let late = if self.pending.is_empty() {
             Late::None
         } else if self.on_open_connections {
-            Late::OnOpen(self.pending, self.deadline.deadline())
+            Late::OnOpen(self.pending, self.deadline)
         } else {
-            Late::Drive(self.pending, self.deadline.deadline())
+            Late::Drive(self.pending, self.deadline)
         };
         (self.tally, late)
     }
@@ -175,10 +175,11 @@ impl Round {
 enum Late {
     None,
     /// Each went out on a connection that was open: nothing to settle, only
-    /// to drive until sent and answered (the Locker's straggler task).
-    OnOpen(Pending, tokio::time::Instant),
+    /// to drive until sent and answered (the Locker's straggler task), at
+    /// most until the round's deadline (its timer goes along: no new one).
+    OnOpen(Pending, Pin<Box<Sleep>>),
     /// Some were still connecting: drive them until that deadline.
-    Drive(Pending, tokio::time::Instant),
+    Drive(Pending, Pin<Box<Sleep>>),
 }
 
 /// Late replies of an acquisition, handled after it returned (until
@@ -429,13 +430,13 @@ impl Locker {
             let shared = Arc::new(Shared::default());
             match late {
                 Late::None => {}
-                Late::OnOpen(late, until) => self.inner.stragglers.drive(until, late),
-                Late::Drive(late, until) => settle_late(
+                Late::OnOpen(late, deadline) => self.inner.stragglers.drive(deadline, late),
+                Late::Drive(late, deadline) => settle_late(
                     self.clone(),
                     req,
                     late,
                     Arc::downgrade(&shared),
-                    Some(until),
+                    Some(deadline.deadline()),
                 ),
             }
             let mut lock = Lock::granted(req, tally.quorum_token(), start, shared.clone());

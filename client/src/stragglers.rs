@@ -9,11 +9,13 @@
 
 use crate::locker::Pending;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::pin::Pin;
 use std::sync::Mutex;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
+use tokio::time::Sleep;
 
-type Batch = (Instant, Pending);
+/// Requests, and the deadline of the round they belong to.
+type Batch = (Pin<Box<Sleep>>, Pending);
 
 #[derive(Default)]
 pub(crate) struct Stragglers {
@@ -21,13 +23,13 @@ pub(crate) struct Stragglers {
 }
 
 impl Stragglers {
-    /// Drive `requests` until they are done or `until` has passed.
-    pub(crate) fn drive(&self, until: Instant, requests: Pending) {
+    /// Drive `requests` until they are done or `deadline` has passed.
+    pub(crate) fn drive(&self, deadline: Pin<Box<Sleep>>, requests: Pending) {
         if requests.is_empty() {
             return;
         }
         let mut tx = self.tx.lock().expect("straggler channel");
-        let mut batch = (until, requests);
+        let mut batch = (deadline, requests);
         if let Some(driver) = tx.as_ref() {
             match driver.send(batch) {
                 Ok(()) => return,
@@ -43,9 +45,12 @@ impl Stragglers {
     }
 }
 
-async fn finish(until: Instant, mut requests: Pending) {
-    let _ =
-        tokio::time::timeout_at(until, async { while requests.next().await.is_some() {} }).await;
+async fn finish(deadline: Pin<Box<Sleep>>, mut requests: Pending) {
+    let answered = async { while requests.next().await.is_some() {} };
+    tokio::select! {
+        () = answered => {}
+        () = deadline => {}
+    }
 }
 
 /// Until the Locker (the sender) is gone and every batch finished.
@@ -54,7 +59,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Batch>) {
     loop {
         tokio::select! {
             batch = rx.recv() => match batch {
-                Some((until, requests)) => running.push(finish(until, requests)),
+                Some((deadline, requests)) => running.push(finish(deadline, requests)),
                 None => break,
             },
             Some(()) = running.next(), if !running.is_empty() => {}

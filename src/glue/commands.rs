@@ -68,17 +68,25 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     }
     let name = argv[1];
     let (rest, n) = rest(argv);
-    let req = match args::acquire(&rest[..n], &limits(ctx)) {
+    // Parsed with the holder's limits, so that a holder whose owner is
+    // longer than a since-lowered lock.max-owner-len can still renew its own
+    // lock; a new grant or a wait must fit the limit (`new_owner`).
+    let req = match args::acquire(&rest[..n], &holder_limits(ctx)) {
         Ok(req) => req,
         Err(e) => return ctx.error(&e),
     };
+    let new_owner = || args::owner(req.owner, &limits(ctx)).err();
     // Inside MULTI, Lua or on a replica, WAIT degrades to a plain try.
     let wait = req.wait.filter(|_| ctx.can_block());
     let now = clock::now_ms();
     let mut key = Key::open(ctx, name, true);
     match key.slot() {
         Slot::WrongType => return ctx.error(WRONGTYPE),
-        Slot::Empty => {}
+        Slot::Empty => {
+            if let Some(e) = new_owner() {
+                return ctx.error(&e);
+            }
+        }
         Slot::Lock(held) => match lock::acquire(
             as_primary_saw_it(ctx, held, now),
             req.owner,
@@ -87,6 +95,9 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
             now,
         ) {
             Acquire::Busy => {
+                if let Some(e) = new_owner() {
+                    return ctx.error(&e);
+                }
                 stats::contended();
                 return match wait {
                     Some(timeout) => blocking::block(ctx, name, &req, timeout, held.remaining(now)),
@@ -97,7 +108,12 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
                 ctx.replicate_verbatim(); // deterministic on a replica: same owner, same token
                 return ctx.reply_int(token as i64);
             }
-            Acquire::Free => stats::expired(), // an expired lock is replaced below
+            Acquire::Free => {
+                if let Some(e) = new_owner() {
+                    return ctx.error(&e);
+                }
+                stats::expired(); // an expired lock is replaced below
+            }
         },
     }
     if let Some(left) = guard::remaining(now) {
@@ -175,10 +191,6 @@ const REPLICA: &str =
 fn writable_replica_client(ctx: Ctx) -> bool {
     ctx.is_replica() && !ctx.is_replicated_or_aof()
 }
-
-/// How far beyond the FENCE ceiling a replicated or replayed token may be:
-/// room for a primary's clock running ahead of this one.
-const APPLY_CLOCK_SLACK_US: u64 = 3_600_000_000;
 
 /// The limits a new grant is checked against: the configured ones for a
 /// client, the widest possible ones for what a primary (or the AOF) already
@@ -349,9 +361,7 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
         Ok(applied) => applied,
         Err(why) => return ctx.error(&format!("ERR LOCK.APPLY refused: {why}")),
     };
-    let replay_ceiling =
-        fencing::fence_ceiling(crate::glue::ffi::wall_micros()) + APPLY_CLOCK_SLACK_US;
-    if applied.token > replay_ceiling {
+    if applied.token > fencing::replay_ceiling(crate::glue::ffi::wall_micros()) {
         return ctx
             .error("ERR LOCK.APPLY refused: token more than an hour above this server's clock");
     }

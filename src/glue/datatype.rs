@@ -8,7 +8,7 @@
 
 use crate::rules::args::Limits;
 use crate::rules::clock;
-use crate::rules::fencing::TOKENS;
+use crate::rules::fencing::{self, TOKENS};
 use crate::rules::lock::{self, Lock};
 use crate::rules::stats;
 use redis_module::native_types::RedisType;
@@ -83,10 +83,19 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
         let remaining = raw::load_unsigned(io).map_err(short)?;
         let holds = raw::load_unsigned(io).map_err(short)?;
         let now = clock::now_ms();
-        let (limits, client_restore) = load_rules(io);
+        let source = Source::of(io);
+        let limits = match source {
+            Source::Primary => crate::rules::config::limits(),
+            Source::Loading | Source::Replica => Limits::CEILING,
+        };
         let lock = lock::from_stored(owner.as_ref(), token, remaining, holds, &limits, now)?;
-        if client_restore {
-            restore_is_a_grant(&lock, now)?;
+        let wall = crate::glue::ffi::wall_micros();
+        match source {
+            Source::Primary => restore_is_a_grant(&lock, now)?,
+            Source::Replica if lock.token > fencing::replay_ceiling(wall) => {
+                return Err("token more than an hour above the server's clock");
+            }
+            Source::Replica | Source::Loading => {}
         }
         Ok(lock)
     };
@@ -103,20 +112,36 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
     }
 }
 
-/// A client's RESTORE on a primary obeys this server's limits, like a grant
-/// (and `restore_is_a_grant`); an RDB being loaded, or anything on a
-/// replica, holds what a primary already decided and only has to fit the
-/// widest limits. Returns the limits and whether this is a client's RESTORE.
-fn load_rules(io: *mut raw::RedisModuleIO) -> (Limits, bool) {
-    // SAFETY: io is the live IO handle of this rdb_load call.
-    let flags = unsafe {
-        let ctx = crate::glue::ffi::api!(RedisModule_GetContextFromIO)(io);
-        crate::glue::ffi::api!(RedisModule_GetContextFlags)(ctx) as u32
-    };
-    if flags & (raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_SLAVE) != 0 {
-        (Limits::CEILING, false)
-    } else {
-        (crate::rules::config::limits(), true)
+/// Where a stored lock comes from, which decides what it is checked against.
+enum Source {
+    /// An RDB being loaded (a restart, `DEBUG RELOAD`, a replica's full
+    /// sync): what was already decided, within the widest limits only.
+    Loading,
+    /// A `RESTORE` on a replica: replicated from the primary, or a client's
+    /// on a writable replica (the two look alike here: the load has no
+    /// client). Widest limits, and a token at most an hour above this
+    /// server's clock (as for a replayed `LOCK.APPLY`), so that no payload
+    /// can push the counter out of reach.
+    Replica,
+    /// A client's `RESTORE` on a primary: obeys this server's limits, like
+    /// a grant (`restore_is_a_grant`).
+    Primary,
+}
+
+impl Source {
+    fn of(io: *mut raw::RedisModuleIO) -> Source {
+        // SAFETY: io is the live IO handle of this rdb_load call.
+        let flags = unsafe {
+            let ctx = crate::glue::ffi::api!(RedisModule_GetContextFromIO)(io);
+            crate::glue::ffi::api!(RedisModule_GetContextFlags)(ctx) as u32
+        };
+        if flags & raw::REDISMODULE_CTX_FLAGS_LOADING != 0 {
+            Source::Loading
+        } else if flags & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0 {
+            Source::Replica
+        } else {
+            Source::Primary
+        }
     }
 }
 
@@ -131,7 +156,7 @@ fn restore_is_a_grant(lock: &Lock, now: lock::Millis) -> Result<(), &'static str
     if lock.is_expired(now) {
         return Err("ttl 0");
     }
-    if lock.token > crate::rules::fencing::fence_ceiling(crate::glue::ffi::wall_micros()) {
+    if lock.token > fencing::fence_ceiling(crate::glue::ffi::wall_micros()) {
         return Err("token more than 60 s above the server's clock");
     }
     Ok(())

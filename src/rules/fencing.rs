@@ -77,6 +77,20 @@ pub fn fence_ceiling(unix_micros: u64) -> u64 {
     unix_micros.saturating_add(FENCE_SKEW_US).min(MAX_TOKEN)
 }
 
+/// How far above a server's clock a token may be when it applies what a
+/// primary decided (a replicated or replayed `LOCK.APPLY`, a `RESTORE` on a
+/// replica): a primary's tokens are at most 60 s above its own clock, but
+/// the two clocks may differ and an AOF replays later.
+pub const REPLAY_SLACK_US: u64 = 3_600_000_000;
+
+/// The highest token a replica or a replay accepts at wall-clock
+/// `unix_micros`, so that no single line or payload can exhaust the counter.
+pub fn replay_ceiling(unix_micros: u64) -> u64 {
+    fence_ceiling(unix_micros)
+        .saturating_add(REPLAY_SLACK_US)
+        .min(MAX_TOKEN)
+}
+
 /// The least token a new grant may get at wall-clock `unix_micros` when the
 /// client asked for at least `requested` (`MINTOKEN`, 0 = nothing): the
 /// clock, or the request capped at the fence ceiling. A quorum client asks
@@ -170,5 +184,8 @@ mod tests {
         after.observe(start_seed(restart));
         assert!(after.next(restart).unwrap() > before.last());
         assert!(fence_ceiling(u64::MAX) <= MAX_TOKEN);
+        assert!(replay_ceiling(u64::MAX) <= MAX_TOKEN);
+        let now = 1_800_000_000_000_000;
+        assert_eq!(replay_ceiling(now), now + FENCE_SKEW_US + REPLAY_SLACK_US);
     }
 }
