@@ -22,6 +22,8 @@ use tokio::time::Sleep;
 pub(crate) struct Inner {
     pub(crate) nodes: Vec<Arc<Node>>,
     pub(crate) names: Vec<String>,
+    /// 0..nodes.len(): the targets of a round on every node.
+    all: Vec<usize>,
     pub(crate) config: Config,
     pub(crate) stragglers: Stragglers,
 }
@@ -291,6 +293,7 @@ impl Locker {
         let names = nodes.iter().map(|n| n.name.clone()).collect();
         Locker {
             inner: Arc::new(Inner {
+                all: (0..nodes.len()).collect(),
                 nodes,
                 names,
                 config,
@@ -388,8 +391,9 @@ impl Locker {
         self.send(i, Arc::new(release_cmd(name, owner)), Some(timeout), false)
     }
 
-    fn all(&self) -> Vec<usize> {
-        (0..self.inner.nodes.len()).collect()
+    /// Every node's index (kept, not collected per round).
+    fn all(&self) -> &[usize] {
+        &self.inner.all
     }
 
     /// One acquisition round: acquire everywhere (with `server_wait`, block
@@ -421,7 +425,7 @@ impl Locker {
         // majority and the fencing round is skipped (see quorum::token_floor).
         cmd.arg("MINTOKEN")
             .arg(quorum::token_floor(quorum::unix_micros()));
-        let round = self.round(&self.all(), cmd, timeout, acquire_answer).await;
+        let round = self.round(self.all(), cmd, timeout, acquire_answer).await;
         let verdict = round.verdict();
         if verdict == Verdict::Quorum {
             // A won lock should still land on every node that answers, and
@@ -565,12 +569,7 @@ impl Locker {
     pub(crate) async fn release_everywhere(&self, name: &str, owner: &str) -> Tally {
         let cmd = release_cmd(name, owner);
         let round = self
-            .round(
-                &self.all(),
-                cmd,
-                self.inner.config.node_timeout,
-                code_answer,
-            )
+            .round(self.all(), cmd, self.inner.config.node_timeout, code_answer)
             .await;
         round.finish().await
     }
@@ -693,7 +692,7 @@ impl Locker {
         let mut cmd = redis::cmd("LOCK.EXTEND");
         cmd.arg(lock.name()).arg(lock.owner()).arg(ms(lock.ttl()));
         let round = self
-            .round(&self.all(), cmd, cfg.node_timeout, code_answer)
+            .round(self.all(), cmd, cfg.node_timeout, code_answer)
             .await;
         let verdict = round.verdict();
         let tally = round.detach(&self.inner.stragglers);
