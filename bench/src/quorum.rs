@@ -8,8 +8,8 @@
 //! is kept as a labelled reference row so the difference stays visible.
 
 use crate::stats::{percentile, us};
-use futures::future::join_all;
 use redis::aio::MultiplexedConnection;
+use redis_lock_bench::fanout::{self, connect};
 use redis_lock_client::{Builder, Locker};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,21 +29,6 @@ pub enum Client {
 }
 
 const TTL: Duration = Duration::from_secs(10);
-
-/// One persistent multiplexed connection per node.
-async fn connect(urls: &[String]) -> Vec<MultiplexedConnection> {
-    let mut conns = Vec::new();
-    for u in urls {
-        conns.push(
-            redis::Client::open(u.as_str())
-                .unwrap()
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap(),
-        );
-    }
-    conns
-}
 
 impl Client {
     pub async fn floor(urls: &[String]) -> Client {
@@ -75,22 +60,7 @@ impl Client {
     /// One lock + unlock of `name` (uncontended).
     pub async fn cycle(&self, name: &str) {
         match self {
-            Client::Floor(conns) => {
-                for _ in 0..2 {
-                    // Cloning a multiplexed connection is a few reference
-                    // counts; the requests share each node's one socket.
-                    join_all(conns.iter().map(|c| {
-                        let mut c = c.clone();
-                        async move {
-                            redis::cmd("PING")
-                                .query_async::<String>(&mut c)
-                                .await
-                                .unwrap()
-                        }
-                    }))
-                    .await;
-                }
-            }
+            Client::Floor(conns) => fanout::floor_cycle(conns).await,
             Client::FloorSpawned(conns) => {
                 for _ in 0..2 {
                     let mut pings = tokio::task::JoinSet::new();
@@ -106,22 +76,7 @@ impl Client {
                     while pings.join_next().await.is_some() {}
                 }
             }
-            Client::Raw(conns) => {
-                let owner = redis_lock_client::random_owner();
-                let acquire = redis::cmd("LOCK.ACQUIRE")
-                    .arg(name)
-                    .arg(&owner)
-                    .arg(TTL.as_millis() as u64)
-                    .to_owned();
-                let release = redis::cmd("LOCK.RELEASE").arg(name).arg(&owner).to_owned();
-                for cmd in [acquire, release] {
-                    join_all(conns.iter().map(|c| {
-                        let (mut c, cmd) = (c.clone(), &cmd);
-                        async move { cmd.query_async::<redis::Value>(&mut c).await.unwrap() }
-                    }))
-                    .await;
-                }
-            }
+            Client::Raw(conns) => fanout::raw_cycle(conns, name, TTL.as_millis() as u64).await,
             Client::Ours(l) => {
                 let lock = l.try_lock(name).await.expect("uncontended lock");
                 l.unlock(&lock).await.expect("unlock");

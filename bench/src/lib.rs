@@ -1,0 +1,3 @@
+//! What the bench binary and the measuring tools (`src/bin`) share.
+
+pub mod fanout;
