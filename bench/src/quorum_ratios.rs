@@ -132,6 +132,18 @@ pub fn table(rounds: &Rounds) -> Vec<String> {
         Box::new(|_| Some(Target::AtMost(1.1))),
         Box::new(|r, n| ratio(r.find(n, Kind::Ours), r.find(n, Kind::Floor), |s| s.p50_us)),
     ));
+    // As for throughput: the commands alone against the floor, and the
+    // client's own share of the latency.
+    measures.push((
+        "raw LOCK.* pair / floor, p50".into(),
+        Box::new(|_| None),
+        Box::new(|r, n| ratio(r.find(n, Kind::Raw), r.find(n, Kind::Floor), |s| s.p50_us)),
+    ));
+    measures.push((
+        "redis-lock / raw LOCK.* pair, p50".into(),
+        Box::new(|_| None),
+        Box::new(|r, n| ratio(r.find(n, Kind::Ours), r.find(n, Kind::Raw), |s| s.p50_us)),
+    ));
     measures.push((
         "redis-lock / floor, p99".into(),
         Box::new(|_| Some(Target::AtMost(1.5))),
