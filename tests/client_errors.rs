@@ -6,6 +6,8 @@ mod common;
 use common::*;
 use redis_lock_client::{Builder, Error, Locker};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn locker(urls: &[String]) -> Locker {
@@ -150,7 +152,9 @@ async fn wrongtype_noperm_and_bad_passwords_are_rejected() {
 /// `Rejected` (CLI 78), not retried for the whole wait as an outage.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_fence_permission_and_a_replica_are_rejected_at_once() {
-    // Fresh nodes hand out different tokens, so the fencing round runs.
+    // Fresh nodes hand out different tokens, so the fencing round runs
+    // when only two grants are in (the third node is stopped; with all
+    // three in, the middle token is already on a majority).
     let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     for n in &nodes {
         q(
@@ -163,6 +167,7 @@ async fn a_missing_fence_permission_and_a_replica_are_rejected_at_once() {
         .iter()
         .map(|n| format!("redis://nofence:pw@127.0.0.1:{}/", n.port))
         .collect();
+    nodes[2].signal("STOP");
     let started = std::time::Instant::now();
     let err = locker(&urls)
         .lock("f", Duration::from_secs(3))
@@ -178,6 +183,7 @@ async fn a_missing_fence_permission_and_a_replica_are_rejected_at_once() {
     );
     let out = cli(&urls.join(","), &["run", "--wait", "3s", "f", "--", "true"]);
     assert_eq!(out.status.code(), Some(78), "{out:?}");
+    nodes[2].signal("CONT");
 
     let replica = Server::replica_of(&nodes[0], &[]);
     let err = locker(&[replica.url()])
@@ -273,5 +279,85 @@ fn a_locker_outliving_its_first_runtime_works_at_once_on_the_next() {
             let lock = locker.lock("job", Duration::from_secs(2)).await.unwrap();
             locker.unlock(&lock).await.unwrap();
         });
+    }
+}
+
+#[test]
+fn stragglers_of_a_runtime_that_shut_down_do_not_break_another_runtimes_driver() {
+    // A won try_lock leaves the stopped node's request in flight, handed to
+    // a straggler driver with its round's timer. Rounds of a short-lived
+    // runtime used to go to the driver of the first runtime, which then
+    // polled a timer of a runtime that was gone: tokio panics there.
+    let shutdown_panics = Arc::new(AtomicUsize::new(0));
+    let seen = shutdown_panics.clone();
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.to_string().contains("being shutdown") {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+        default_hook(info);
+    }));
+    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let locker = Builder::new(&urls)
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let main = tokio::runtime::Runtime::new().unwrap();
+    main.block_on(async {
+        let lock = locker.try_lock("warm").await.unwrap();
+        locker.unlock(&lock).await.unwrap();
+    });
+    servers[2].signal("STOP");
+    // The first stragglers: a driver on `main`.
+    main.block_on(async { drop(locker.try_lock("a").await.unwrap()) });
+    for (i, current_thread) in [true, false].into_iter().enumerate() {
+        let short = if current_thread {
+            tokio::runtime::Builder::new_current_thread()
+        } else {
+            tokio::runtime::Builder::new_multi_thread()
+        }
+        .enable_all()
+        .build()
+        .unwrap();
+        short.block_on(async { drop(locker.try_lock(&format!("b{i}")).await.unwrap()) });
+        drop(short);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let still_works = main.block_on(async { locker.try_lock("c").await.is_ok() });
+    servers[2].signal("CONT");
+    assert!(still_works);
+    assert_eq!(
+        shutdown_panics.load(Ordering::SeqCst),
+        0,
+        "a driver panicked"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_server_is_reached_again_on_the_next_request() {
+    // The cached connection to a restarted server is dead. Failing the
+    // request there (once per node, "broken pipe") left locks short of a
+    // node, and an unlock's RELEASE undone: that node held for a TTL.
+    let holder = |s: &Server| status(&mut s.conn(), "job").map(|s| s.0);
+    let mut servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let locker = locker(&urls);
+    let warm = locker.try_lock("warm").await.unwrap();
+    locker.unlock(&warm).await.unwrap();
+    servers[2].restart();
+    let lock = locker.try_lock("job").await.unwrap();
+    let owner = Some(lock.owner().as_bytes().to_vec());
+    assert!(
+        eventually(Duration::from_secs(2), || holder(&servers[2]) == owner),
+        "the lock did not land on the restarted server"
+    );
+    // Restarted again while held; its lock back as if from its AOF.
+    servers[2].restart();
+    let again = format!("LOCK.ACQUIRE job {} 10000", lock.owner());
+    assert!(int(&mut servers[2].conn(), &again) > 0);
+    locker.unlock(&lock).await.unwrap();
+    for s in &servers {
+        assert_eq!(holder(s), None, "the unlock left a server held");
     }
 }

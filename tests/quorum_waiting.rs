@@ -582,8 +582,23 @@ async fn a_dropped_lock_does_not_take_a_server_later() {
         .ttl(Duration::from_secs(1))
         .build()
         .unwrap();
-    assert!(int(&mut nodes[2].conn(), "LOCK.ACQUIRE d other 60000") > 0);
-    let lock = locker.lock("d", Duration::from_secs(60)).await.unwrap();
+    // Held everywhere, so that the call queues (a free majority would be
+    // taken by its first, plain round); then A and B come free.
+    for node in &nodes {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE d other 60000") > 0);
+    }
+    let waiting = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.lock("d", Duration::from_secs(60)).await })
+    };
+    assert!(eventually(Duration::from_secs(2), || {
+        all.iter()
+            .all(|n| info_field(&mut n.conn(), "lock", "lock_waiters") == "1")
+    }));
+    for node in &nodes[..2] {
+        assert_eq!(int(&mut node.conn(), "LOCK.RELEASE d other"), 1);
+    }
+    let lock = waiting.await.unwrap().unwrap();
     let me = lock.owner().as_bytes().to_vec();
     assert_eq!(
         info_field(&mut nodes[2].conn(), "lock", "lock_waiters"),

@@ -456,9 +456,14 @@ impl Locker {
         }
         // A grant may have landed even where the reply was lost: release
         // everywhere, after every acquire request has been sent or timed out.
+        // Not when every node answered and none granted (held elsewhere,
+        // refused): nothing can have landed, and a busy key is the common
+        // failure of a try.
         let tally = round.finish().await;
-        let released = Box::pin(self.release_everywhere(req.name, req.owner)).await;
-        *unsure |= release_timed_out(&released).next().is_some();
+        if !(tally.yes.is_empty() && tally.failures.is_empty()) {
+            let released = Box::pin(self.release_everywhere(req.name, req.owner)).await;
+            *unsure |= release_timed_out(&released).next().is_some();
+        }
         Err(match verdict {
             Verdict::Unreachable => self.no_quorum(&tally),
             Verdict::Rejected => self.rejected(&tally),
@@ -632,8 +637,28 @@ impl Locker {
         // (A wait under a millisecond is a single round: the deadline would
         // pass before the queued requests went out.)
         if wait >= Duration::from_millis(1) && cfg.retry_count.is_none() {
+            let mut fresh = String::new();
+            let mut queued = *req;
+            // A free key first, with one plain round as `try_lock` does: a
+            // fraction of the cost of queueing (a task, dedicated
+            // connections), and the common case. It cannot jump the queue:
+            // a server answers a plain request for a free key that has
+            // waiters with nil, as for a held one. Only for a generated
+            // owner, which then queues under a new one: a RELEASE of this
+            // round still on its way cannot touch what the queue grants. (A
+            // caller's own owner would have to leave such a server out for
+            // the whole call, so it queues at once, as before.)
+            if req.unique {
+                let (got, _) = self.try_once(req, None).await;
+                match got {
+                    Ok(lock) => return Ok(lock),
+                    Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
+                    Err(e) if Instant::now() >= deadline => return Err(e),
+                    Err(_) => queued = req.next_pass(&mut fresh),
+                }
+            }
             // Boxed: a rare path's large future would size every try_lock's.
-            match Box::pin(self.acquire_queued(req, deadline)).await {
+            match Box::pin(self.acquire_queued(&queued, deadline)).await {
                 // A module from before TICKET (a rolling upgrade): poll.
                 Err(Error::Rejected { message, .. })
                     if message.contains("unknown option 'TICKET'") => {}
@@ -650,16 +675,7 @@ impl Locker {
             };
             let left = deadline.saturating_duration_since(Instant::now());
             let server_wait = (single && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
-            let mut unsure = false;
-            // If the caller drops this future midway, grants may be held on
-            // some servers: release them. Only for an owner made here.
-            let mut abandoned = Abandoned {
-                locker: pass.unique.then(|| self.clone()),
-                name: pass.name,
-                owner: pass.owner,
-            };
-            let got = self.attempt(&pass, server_wait, &mut unsure).await;
-            abandoned.locker = None;
+            let (got, unsure) = self.try_once(&pass, server_wait).await;
             let err = match got {
                 Ok(lock) => return Ok(lock),
                 Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
@@ -683,6 +699,26 @@ impl Locker {
                 tokio::time::sleep(self.pause().min(left)).await;
             }
         }
+    }
+
+    /// One acquisition round (`attempt`), and whether a RELEASE of it timed
+    /// out. If the caller drops this future midway, grants may be held on
+    /// some servers: they are released in the background, for an owner
+    /// made for this call only.
+    async fn try_once(
+        &self,
+        req: &Request<'_>,
+        server_wait: Option<Duration>,
+    ) -> (Result<Lock, Error>, bool) {
+        let mut unsure = false;
+        let mut abandoned = Abandoned {
+            locker: req.unique.then(|| self.clone()),
+            name: req.name,
+            owner: req.owner,
+        };
+        let got = self.attempt(req, server_wait, &mut unsure).await;
+        abandoned.locker = None;
+        (got, unsure)
     }
 
     /// Reset the lock's TTL on a majority; updates its validity.

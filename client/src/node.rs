@@ -228,18 +228,33 @@ impl Node {
     /// caller drops this future) keeps it: a paused server answers later,
     /// and the multiplexer matches replies in order. No deadline of its
     /// own: the caller's round has one.
+    ///
+    /// A connection found broken is replaced and the request sent once more
+    /// (as `query_dedicated` does): after a server restart the cached
+    /// connection is dead, and failing there left, say, an unlock's RELEASE
+    /// undone, the node held for a TTL. Sending twice is safe for every
+    /// command that takes this path: a second ACQUIRE or EXTEND by the
+    /// holder renews, a second FENCE finds the token in place, a second
+    /// RELEASE answers "not held" (or, on a REENTRANT lock, drops one more
+    /// hold: the server cannot tell a repeat, and the request only repeats
+    /// when the connection died with it unanswered).
     pub async fn query_shared(&self, cmd: &Cmd) -> Result<Value, Failure> {
-        let attempt = async {
-            let mut c = self.connection().await?;
-            cmd.query_async::<Value>(&mut c).await
-        };
-        match attempt.await {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                if broken(&e) {
+        let mut retried = false;
+        loop {
+            let attempt = async {
+                let mut c = self.connection().await?;
+                cmd.query_async::<Value>(&mut c).await
+            };
+            match attempt.await {
+                Ok(v) => return Ok(v),
+                Err(e) if broken(&e) => {
                     *self.conn.lock().expect("connection slot") = None;
+                    if retried || e.is_connection_refusal() {
+                        return Err(classify(e));
+                    }
+                    retried = true;
                 }
-                Err(classify(e))
+                Err(e) => return Err(classify(e)),
             }
         }
     }

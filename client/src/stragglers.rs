@@ -1,16 +1,23 @@
 //! The requests of decided rounds still in flight (a won `try_lock`'s
 //! slower servers, an extend's), driven to their end by one task per
-//! Locker instead of a task spawned per lock, which was the largest cost of
-//! the client under load. They must stay polled until they are on the
-//! wire: the connection sends a queued request only while its reply is
-//! awaited, and its bounded queue hands a freed slot to the next waiting
-//! request whether or not anyone polls it, so requests kept without being
-//! polled would fill the queue and stall the connection.
+//! Locker and runtime instead of a task spawned per lock, which was the
+//! largest cost of the client under load. They must stay polled until they
+//! are on the wire: the connection sends a queued request only while its
+//! reply is awaited, and its bounded queue hands a freed slot to the next
+//! waiting request whether or not anyone polls it, so requests kept without
+//! being polled would fill the queue and stall the connection.
+//!
+//! One driver per runtime the Locker is used on: a batch holds its round's
+//! timer, which only its own runtime can drive (polled from another after
+//! that one shut down, tokio panics), and a driver parked on another
+//! runtime that is alive but idle (a kept `current_thread` runtime) would
+//! never run.
 
 use crate::locker::Pending;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::pin::Pin;
 use std::sync::Mutex;
+use tokio::runtime::{Handle, Id};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
 
@@ -19,29 +26,33 @@ type Batch = (Pin<Box<Sleep>>, Pending);
 
 #[derive(Default)]
 pub(crate) struct Stragglers {
-    tx: Mutex<Option<mpsc::UnboundedSender<Batch>>>,
+    /// The driver of each runtime that handed over stragglers.
+    drivers: Mutex<Vec<(Id, mpsc::UnboundedSender<Batch>)>>,
 }
 
 impl Stragglers {
-    /// Drive `requests` until they are done or `deadline` has passed.
+    /// Drive `requests` until they are done or `deadline` has passed, on
+    /// the current runtime (the one whose timer `deadline` is on).
     pub(crate) fn drive(&self, deadline: Pin<Box<Sleep>>, requests: Pending) {
         if requests.is_empty() {
             return;
         }
-        let mut tx = self.tx.lock().expect("straggler channel");
+        let here = Handle::current().id();
+        let mut drivers = self.drivers.lock().expect("straggler drivers");
+        // Drivers of runtimes that shut down are gone.
+        drivers.retain(|(_, tx)| !tx.is_closed());
         let mut batch = (deadline, requests);
-        if let Some(driver) = tx.as_ref() {
-            match driver.send(batch) {
+        if let Some((_, tx)) = drivers.iter().find(|(id, _)| *id == here) {
+            match tx.send(batch) {
                 Ok(()) => return,
-                // The driver's runtime is gone (a Locker outliving it).
                 Err(mpsc::error::SendError(back)) => batch = back,
             }
         }
-        // A driver on the current runtime, then.
-        let (new, rx) = mpsc::unbounded_channel();
+        drivers.retain(|(id, _)| *id != here);
+        let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(rx));
-        let _ = new.send(batch);
-        *tx = Some(new);
+        let _ = tx.send(batch);
+        drivers.push((here, tx));
     }
 }
 

@@ -41,6 +41,10 @@ impl Load {
                 let lock = self.locker.try_lock(name).await.unwrap();
                 self.locker.unlock(&lock).await.unwrap();
             }
+            "ours-wait" => {
+                let lock = self.locker.lock(name, Duration::from_secs(5)).await.unwrap();
+                self.locker.unlock(&lock).await.unwrap();
+            }
             "floor" => fanout::floor_cycle(&self.conns).await,
             _ => fanout::raw_cycle(&self.conns, name, 10_000).await,
         }
