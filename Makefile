@@ -154,7 +154,7 @@ bench: build python
 # per cycle. For the CPU split, run the profile tool under `perf record -g`.
 profile: build
 	$(CARGO) build --release --manifest-path bench/Cargo.toml --bin redis-lock-profile --bin redis-lock-allocs
-	for round in 1 2 3; do for tasks in 64 1; do for mode in floor raw ours; do \
+	for round in 1 2 3; do for tasks in 64 1; do for mode in floor raw ours ours-wait; do \
 	  REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-profile $$mode 3 $$tasks 2; \
 	done; done; done
 	for n in 1 3 5; do REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-allocs $$n 2000; done

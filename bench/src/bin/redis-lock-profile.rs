@@ -2,11 +2,13 @@
 //! joined-PING floor) to run under `perf record`, so bench/RESULTS.md can
 //! say where a lock's client time goes.
 //!
-//! usage: redis-lock-profile ours|raw|floor N TASKS SECONDS
+//! usage: redis-lock-profile ours|ours-wait|raw|floor N TASKS SECONDS
 //!
 //! `raw` sends the same LOCK.ACQUIRE / LOCK.RELEASE pair as `ours`, joined
 //! like the floor, with no client logic: ours vs raw is the client's cost,
-//! raw vs floor the cost of the commands themselves.
+//! raw vs floor the cost of the commands themselves. `ours-wait` is
+//! `lock(name, 5 s)` on the same free names: the usual call, which must
+//! cost what `try_lock` does when nothing is held.
 
 mod cycle;
 
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant};
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: redis-lock-profile ours|raw|floor N TASKS SECONDS";
+    let usage = "usage: redis-lock-profile ours|ours-wait|raw|floor N TASKS SECONDS";
     let [_, mode, n, tasks, secs] = &args[..] else {
         panic!("{usage}")
     };

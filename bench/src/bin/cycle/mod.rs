@@ -34,7 +34,7 @@ impl Load {
         }
     }
 
-    /// One lock + unlock of `name` in `mode` (floor, raw or ours).
+    /// One lock + unlock of `name` in `mode` (floor, raw, ours, ours-wait).
     pub async fn cycle(&self, mode: &str, name: &str) {
         match mode {
             "ours" => {
@@ -42,7 +42,11 @@ impl Load {
                 self.locker.unlock(&lock).await.unwrap();
             }
             "ours-wait" => {
-                let lock = self.locker.lock(name, Duration::from_secs(5)).await.unwrap();
+                let lock = self
+                    .locker
+                    .lock(name, Duration::from_secs(5))
+                    .await
+                    .unwrap();
                 self.locker.unlock(&lock).await.unwrap();
             }
             "floor" => fanout::floor_cycle(&self.conns).await,
