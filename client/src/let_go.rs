@@ -123,7 +123,7 @@ pub(crate) fn withdraw_late(
                     queued[i] = false;
                     let granted = matches!(acquire_answer(reply), Answer::Yes(_));
                     if granted && Shared::is_let_go(&held) {
-                        releases.push(locker.release_on(i, &name, &owner));
+                        releases.push(locker.release_on(i, &name, &owner, true));
                     }
                 }
                 Some(_) = releases.next(), if !releases.is_empty() => {}
@@ -134,7 +134,7 @@ pub(crate) fn withdraw_late(
                             return;
                         }
                         for (i, _) in queued.iter().enumerate().filter(|(_, &q)| q) {
-                            releases.push(locker.release_on(i, &name, &owner));
+                            releases.push(locker.release_on(i, &name, &owner, true));
                         }
                         interval = (interval * 2).min(Duration::from_secs(1));
                     }

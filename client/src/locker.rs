@@ -208,7 +208,7 @@ pub(crate) fn settle_late(
         while let Some((i, reply)) = late.next().await {
             let granted = matches!(acquire_answer(reply), Answer::Yes(_));
             if granted && unique && Shared::is_let_go(&shared) {
-                let _ = locker.release_on(i, &name, &owner).await;
+                let _ = locker.release_on(i, &name, &owner, true).await;
             }
         }
     };
@@ -247,7 +247,7 @@ impl Drop for Abandoned<'_> {
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (name, owner) = (self.name.to_string(), self.owner.to_string());
-            runtime.spawn(async move { locker.release_everywhere(&name, &owner).await });
+            runtime.spawn(async move { locker.release_everywhere(&name, &owner, true).await });
         }
     }
 }
@@ -321,6 +321,7 @@ impl Locker {
         cmd: Cmd,
         timeout: Duration,
         classify: Classify,
+        resend: bool,
     ) -> Round {
         let n = self.inner.nodes.len();
         let mut round = Round {
@@ -343,7 +344,7 @@ impl Locker {
             round.waiting[i] = true;
             round
                 .pending
-                .push(self.send(i, cmd.clone(), None, dedicated));
+                .push(self.send(i, cmd.clone(), None, dedicated, resend));
         }
         while round.next().await {
             if self.inner.config.fail_fast && round.tally.early().is_some() {
@@ -356,22 +357,25 @@ impl Locker {
 
     /// `cmd` to node `i`, as a future that owns what it needs (so it can
     /// outlive the call that made it), with a deadline of its own unless
-    /// `timeout` is None (a round's requests share the round's).
+    /// `timeout` is None (a round's requests share the round's). `resend`:
+    /// the request may be sent again on a new connection if it finds the
+    /// shared one broken (see `Node::query_shared` for which may).
     pub(crate) fn send(
         &self,
         i: usize,
         cmd: Arc<Cmd>,
         timeout: Option<Duration>,
         dedicated: bool,
+        resend: bool,
     ) -> BoxFuture<'static, Reply> {
         let node = self.inner.nodes[i].clone();
         // One future per kind, each boxed at its own size: the common one
         // (shared connection, the round's deadline) stays small, which
         // saves a copy and a large allocation per request.
         match (dedicated, timeout) {
-            (false, None) => Box::pin(async move { (i, node.query_shared(&cmd).await) }),
+            (false, None) => Box::pin(async move { (i, node.query_shared(&cmd, resend).await) }),
             (false, Some(t)) => {
-                Box::pin(async move { (i, within(t, node.query_shared(&cmd)).await) })
+                Box::pin(async move { (i, within(t, node.query_shared(&cmd, resend)).await) })
             }
             (true, None) => Box::pin(async move { (i, node.query_dedicated(&cmd).await) }),
             (true, Some(t)) => {
@@ -380,15 +384,18 @@ impl Locker {
         }
     }
 
-    /// `LOCK.RELEASE` on node `i` alone, with the node timeout.
+    /// `LOCK.RELEASE` on node `i` alone, with the node timeout. `unique`:
+    /// the owner was made for one call (its RELEASE may be sent again).
     pub(crate) fn release_on(
         &self,
         i: usize,
         name: &str,
         owner: &str,
+        unique: bool,
     ) -> BoxFuture<'static, Reply> {
         let timeout = self.inner.config.node_timeout;
-        self.send(i, Arc::new(release_cmd(name, owner)), Some(timeout), false)
+        let cmd = Arc::new(release_cmd(name, owner));
+        self.send(i, cmd, Some(timeout), false, unique)
     }
 
     /// Every node's index (kept, not collected per round).
@@ -425,7 +432,9 @@ impl Locker {
         // majority and the fencing round is skipped (see quorum::token_floor).
         cmd.arg("MINTOKEN")
             .arg(quorum::token_floor(quorum::unix_micros()));
-        let round = self.round(self.all(), cmd, timeout, acquire_answer).await;
+        let round = self
+            .round(self.all(), cmd, timeout, acquire_answer, false)
+            .await;
         let verdict = round.verdict();
         if verdict == Verdict::Quorum {
             // A won lock should still land on every node that answers, and
@@ -448,7 +457,8 @@ impl Locker {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
                     shared.let_go();
-                    let released = Box::pin(self.release_everywhere(req.name, req.owner)).await;
+                    let released =
+                        Box::pin(self.release_everywhere(req.name, req.owner, req.unique)).await;
                     *unsure |= release_timed_out(&released).next().is_some();
                     return Err(e);
                 }
@@ -461,7 +471,7 @@ impl Locker {
         // failure of a try.
         let tally = round.finish().await;
         if !(tally.yes.is_empty() && tally.failures.is_empty()) {
-            let released = Box::pin(self.release_everywhere(req.name, req.owner)).await;
+            let released = Box::pin(self.release_everywhere(req.name, req.owner, req.unique)).await;
             *unsure |= release_timed_out(&released).next().is_some();
         }
         Err(match verdict {
@@ -498,7 +508,7 @@ impl Locker {
                     Ok(Value::Int(t)) if t > 0 => Answer::Yes(t as u64),
                     other => code_answer(other),
                 };
-                let round = self.round(&behind, cmd, cfg.node_timeout, fence_answer);
+                let round = self.round(&behind, cmd, cfg.node_timeout, fence_answer, true);
                 round.await.finish().await
             })
             .await;
@@ -571,10 +581,17 @@ impl Locker {
     }
 
     /// Release on every node, waiting for each answer (or its timeout).
-    pub(crate) async fn release_everywhere(&self, name: &str, owner: &str) -> Tally {
+    /// `unique`: the owner was made for one call (see `release_on`).
+    pub(crate) async fn release_everywhere(&self, name: &str, owner: &str, unique: bool) -> Tally {
         let cmd = release_cmd(name, owner);
         let round = self
-            .round(self.all(), cmd, self.inner.config.node_timeout, code_answer)
+            .round(
+                self.all(),
+                cmd,
+                self.inner.config.node_timeout,
+                code_answer,
+                unique,
+            )
             .await;
         round.finish().await
     }
@@ -728,7 +745,7 @@ impl Locker {
         let mut cmd = redis::cmd("LOCK.EXTEND");
         cmd.arg(lock.name()).arg(lock.owner()).arg(ms(lock.ttl()));
         let round = self
-            .round(self.all(), cmd, cfg.node_timeout, code_answer)
+            .round(self.all(), cmd, cfg.node_timeout, code_answer, true)
             .await;
         let verdict = round.verdict();
         let tally = round.detach(&self.inner.stragglers);
@@ -747,7 +764,9 @@ impl Locker {
     /// it was no longer held on a majority.
     pub async fn unlock(&self, lock: &Lock) -> Result<(), Error> {
         lock.shared.let_go();
-        let tally = self.release_everywhere(lock.name(), lock.owner()).await;
+        let tally = self
+            .release_everywhere(lock.name(), lock.owner(), lock.unique)
+            .await;
         match tally.final_verdict() {
             Verdict::Quorum => Ok(()),
             Verdict::Unreachable => Err(self.no_quorum(&tally)),

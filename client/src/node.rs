@@ -90,6 +90,12 @@ struct Driven {
 }
 
 impl Driven {
+    /// Which connection this is (its watch's address, unique while it is
+    /// held): to drop the shared one only if it is still the broken one.
+    fn id(&self) -> usize {
+        self.runtime.up.as_ptr() as usize
+    }
+
     /// Opened on the current runtime.
     fn here(conn: MultiplexedConnection) -> Driven {
         Driven {
@@ -141,10 +147,10 @@ impl Node {
 
     /// The shared connection, unless none is open or its runtime is gone
     /// (then it is dropped, and the next request opens a new one).
-    fn cached(&self) -> Option<MultiplexedConnection> {
+    fn cached(&self) -> Option<(MultiplexedConnection, usize)> {
         let mut slot = self.conn.lock().expect("connection slot");
         match slot.as_ref() {
-            Some(open) if open.runtime.is_up() => Some(open.conn.clone()),
+            Some(open) if open.runtime.is_up() => Some((open.conn.clone(), open.id())),
             Some(_) => {
                 *slot = None;
                 None
@@ -162,21 +168,23 @@ impl Node {
     /// its future is kilobytes, and inlined it would size (and cost a copy
     /// of) every request's future, though nearly every request finds the
     /// connection open.
-    async fn connection(&self) -> redis::RedisResult<MultiplexedConnection> {
+    async fn connection(&self) -> redis::RedisResult<(MultiplexedConnection, usize)> {
         match self.cached() {
             Some(c) => Ok(c),
             None => Box::pin(self.connect()).await,
         }
     }
 
-    async fn connect(&self) -> redis::RedisResult<MultiplexedConnection> {
+    async fn connect(&self) -> redis::RedisResult<(MultiplexedConnection, usize)> {
         let _connecting = self.connecting.lock().await;
-        if let Some(c) = self.cached() {
-            return Ok(c);
+        if let Some(open) = self.cached() {
+            return Ok(open);
         }
         let c = self.client.get_multiplexed_async_connection().await?;
-        *self.conn.lock().expect("connection slot") = Some(Driven::here(c.clone()));
-        Ok(c)
+        let open = Driven::here(c.clone());
+        let id = open.id();
+        *self.conn.lock().expect("connection slot") = Some(open);
+        Ok((c, id))
     }
 
     /// Run a blocking command on a connection of its own, so it does not
@@ -229,39 +237,56 @@ impl Node {
     /// and the multiplexer matches replies in order. No deadline of its
     /// own: the caller's round has one.
     ///
-    /// A connection found broken is replaced and the request sent once more
-    /// (as `query_dedicated` does): after a server restart the cached
-    /// connection is dead, and failing there left, say, an unlock's RELEASE
-    /// undone, the node held for a TTL. Sending twice is safe for every
-    /// command that takes this path: a second ACQUIRE or EXTEND by the
-    /// holder renews, a second FENCE finds the token in place, a second
-    /// RELEASE answers "not held" (or, on a REENTRANT lock, drops one more
-    /// hold: the server cannot tell a repeat, and the request only repeats
-    /// when the connection died with it unanswered).
-    pub async fn query_shared(&self, cmd: &Cmd) -> Result<Value, Failure> {
-        let mut retried = false;
+    /// With `resend`, a connection found broken is replaced and the request
+    /// sent once more: after a server restart the cached connection is
+    /// dead, and failing there left, say, an unlock's RELEASE undone, the
+    /// node held for a TTL. Only for requests that repeat harmlessly,
+    /// whenever and on whichever connection the repeat lands (the reply of
+    /// the first may have been lost with the connection after it ran):
+    /// EXTEND and FENCE (they never grant), and the RELEASE of an owner
+    /// made for one call (it can only take that call's own grants, which it
+    /// is letting go). Never an ACQUIRE (a repeat landing after the unlock's
+    /// RELEASE would grant again; with REENTRANT it adds a hold), nor a
+    /// caller's own owner's RELEASE (on a REENTRANT lock a repeat drops a
+    /// hold another handle still counts on: two holders).
+    pub async fn query_shared(&self, cmd: &Cmd, resend: bool) -> Result<Value, Failure> {
+        let mut resent = false;
         loop {
+            let mut used = None;
             let attempt = async {
-                let mut c = self.connection().await?;
+                let (mut c, id) = self.connection().await?;
+                used = Some(id);
                 cmd.query_async::<Value>(&mut c).await
             };
             match attempt.await {
                 Ok(v) => return Ok(v),
                 Err(e) if broken(&e) => {
-                    *self.conn.lock().expect("connection slot") = None;
-                    if retried || e.is_connection_refusal() {
+                    if let Some(dead) = used {
+                        self.forget(dead);
+                    }
+                    if resent || !resend || e.is_connection_refusal() {
                         return Err(classify(e));
                     }
-                    retried = true;
+                    resent = true;
                 }
                 Err(e) => return Err(classify(e)),
             }
         }
     }
 
+    /// Drop the shared connection if it is still `dead` (not one another
+    /// request has opened since: requests on one connection keep their
+    /// order, and throwing a fresh one away would split them).
+    fn forget(&self, dead: usize) {
+        let mut slot = self.conn.lock().expect("connection slot");
+        if slot.as_ref().is_some_and(|open| open.id() == dead) {
+            *slot = None;
+        }
+    }
+
     /// [`Node::query_shared`] with a deadline.
     pub async fn query(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, Failure> {
-        within(timeout, self.query_shared(cmd)).await
+        within(timeout, self.query_shared(cmd, false)).await
     }
 }
 

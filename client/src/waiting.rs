@@ -255,7 +255,7 @@ impl Locker {
                         *slot = Slot::Out(causes[i].take().map(Answer::Failed));
                     } else if now >= at {
                         let (cmd, timeout) = self.queue_request(req, ticket, deadline);
-                        acquires.push(self.send(i, Arc::new(cmd), Some(timeout), true));
+                        acquires.push(self.send(i, Arc::new(cmd), Some(timeout), true, false));
                         *slot = Slot::Queued(now);
                     }
                 }
@@ -345,7 +345,7 @@ impl Locker {
                         for (i, slot) in slots.iter_mut().enumerate() {
                             if matches!(slot, Slot::Granted(..)) {
                                 *slot = Slot::Returning;
-                                returns.push(self.release_on(i, req.name, req.owner));
+                                returns.push(self.release_on(i, req.name, req.owner, req.unique));
                             }
                         }
                     }
@@ -356,7 +356,9 @@ impl Locker {
         if outcome.is_err() {
             // RELEASE everywhere gives back grants and withdraws our
             // requests still queued; the rest is withdrawn in the background.
-            let released = self.release_everywhere(req.name, req.owner).await;
+            let released = self
+                .release_everywhere(req.name, req.owner, req.unique)
+                .await;
             mark_unsure(unsure, &released);
             if req.unique {
                 let queued = still_queued(&slots);
@@ -390,7 +392,9 @@ impl Locker {
             Ok(()) => Ok(lock),
             Err(e) => {
                 shared.let_go();
-                let released = self.release_everywhere(req.name, req.owner).await;
+                let released = self
+                    .release_everywhere(req.name, req.owner, req.unique)
+                    .await;
                 mark_unsure(unsure, &released);
                 Err(e)
             }

@@ -1,0 +1,179 @@
+//! A request whose reply was lost with its connection (the server ran it,
+//! then the connection died) must not be sent again where a repeat changes
+//! the outcome: an ACQUIRE (a second hold, or a grant landing after the
+//! unlock's RELEASE), or the RELEASE of a caller's own REENTRANT lock (one
+//! hold too many dropped: two holders). An attack run found each of these
+//! when every broken request was resent (`Node::query_shared`). Replies are
+//! lost by stopping the server with the request queued, then queueing a
+//! `CLIENT KILL` behind it on another connection.
+
+mod common;
+use common::*;
+use redis_lock_client::{Builder, LockOptions, Locker};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+fn servers(n: usize) -> Vec<Server> {
+    (0..n).map(|_| Server::start()).collect()
+}
+
+fn locker(urls: &[String], timeout_ms: u64) -> Locker {
+    Builder::new(urls)
+        .ttl(Duration::from_secs(20))
+        .node_timeout(Duration::from_millis(timeout_ms))
+        .retry_delay(Duration::from_millis(5), Duration::from_millis(10))
+        .build()
+        .unwrap()
+}
+
+/// A raw connection, opened (and answered a PING) before the server stops.
+fn raw(s: &Server) -> TcpStream {
+    let mut t = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    t.write_all(b"PING\r\n").unwrap();
+    let mut b = [0u8; 7];
+    t.read_exact(&mut b).unwrap();
+    t
+}
+
+/// Make the server process what it has queued and then drop the replies of
+/// every other normal client: stopped, a CLIENT KILL is queued behind the
+/// client's request (on a connection opened earlier), then CONT. Both are
+/// read in one event-loop pass, the request first; the kill frees the
+/// client before its reply is written.
+fn lose_replies(s: &Server, killer: &mut TcpStream) {
+    killer
+        .write_all(b"CLIENT KILL TYPE normal SKIPME yes\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    s.signal("CONT");
+    let mut b = [0u8; 64];
+    let _ = killer.read(&mut b);
+}
+
+fn holder(s: &Server, key: &str) -> Option<(Vec<u8>, i64, i64, i64, i64)> {
+    status(&mut s.conn(), key)
+}
+
+/// A REENTRANT ACQUIRE whose reply was lost on a killed connection is sent
+/// once more: the server counts a second hold, and the one RELEASE of the
+/// unlock leaves the node held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrant_acquire_resent_leaves_a_hold_after_unlock() {
+    let s = servers(3);
+    let urls: Vec<String> = s.iter().map(Server::url).collect();
+    let l = locker(&urls, 2000);
+    // Open every shared connection.
+    let w = l.try_lock("warm").await.unwrap();
+    l.unlock(&w).await.unwrap();
+    let mut killer = raw(&s[2]);
+    s[2].signal("STOP");
+    let opts = LockOptions::new().owner("me").reentrant(true);
+    let lock = l.acquire("job", &opts).await.unwrap(); // 0 and 1 grant; 2 straggles
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    lose_replies(&s[2], &mut killer);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    l.unlock(&lock).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (i, n) in s.iter().enumerate() {
+        let st = holder(n, "job");
+        assert!(st.is_none(), "node {i} still held after unlock: {st:?}");
+    }
+}
+
+/// The same with the lock acquired on all three, then re-entered, and the
+/// second ACQUIRE's reply lost on two nodes: after two unlocks, two of three
+/// nodes are still held, so nobody else can lock for a TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrant_resend_on_a_majority_blocks_everyone_for_a_ttl() {
+    let s = servers(3);
+    let urls: Vec<String> = s.iter().map(Server::url).collect();
+    let l = locker(&urls, 2000);
+    let opts = LockOptions::new().owner("me").reentrant(true);
+    let first = l.acquire("job", &opts).await.unwrap();
+    let mut k1 = raw(&s[1]);
+    let mut k2 = raw(&s[2]);
+    s[1].signal("STOP");
+    s[2].signal("STOP");
+    let l2 = l.clone();
+    let opts2 = opts.clone();
+    let second = tokio::spawn(async move { l2.acquire("job", &opts2).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    lose_replies(&s[1], &mut k1);
+    lose_replies(&s[2], &mut k2);
+    // Its replies lost on a majority, the re-entry may fail (and give its
+    // holds back); either way both handles are let go.
+    if let Ok(second) = second.await.unwrap() {
+        l.unlock(&second).await.unwrap();
+    }
+    l.unlock(&first).await.unwrap();
+    let other = locker(&urls, 300);
+    let got = other.try_lock("job").await;
+    let held: Vec<_> = s.iter().map(|n| holder(n, "job")).collect();
+    assert!(
+        got.is_ok(),
+        "after both unlocks another client cannot lock: {:?}; servers: {held:?}",
+        got.err()
+    );
+}
+
+/// A won try_lock's straggler ACQUIRE (on an open connection, so driven but
+/// not settled) and the unlock's RELEASE behind it on the same connection:
+/// the connection dies with both unanswered, both are resent, and the
+/// resent ACQUIRE may land after the resent RELEASE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn straggler_acquire_resent_after_the_unlocks_release() {
+    let s = servers(3);
+    let urls: Vec<String> = s.iter().map(Server::url).collect();
+    let mut bad = 0;
+    let rounds = 10;
+    for r in 0..rounds {
+        let l = locker(&urls, 1500);
+        let w = l.try_lock("warm").await.unwrap();
+        l.unlock(&w).await.unwrap();
+        let key = format!("job{r}");
+        let mut killer = raw(&s[2]);
+        s[2].signal("STOP");
+        let lock = l.try_lock(&key).await.unwrap();
+        let l2 = l.clone();
+        let unlock = tokio::spawn(async move { l2.unlock(&lock).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        lose_replies(&s[2], &mut killer);
+        let u = unlock.await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let st: Vec<_> = s.iter().map(|n| holder(n, &key)).collect();
+        if st.iter().any(Option::is_some) {
+            bad += 1;
+            eprintln!("round {r}: unlock {u:?}, still held: {st:?}");
+        }
+    }
+    assert_eq!(bad, 0, "{bad} of {rounds} unlocks left a node held");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrant_release_resent_makes_two_holders() {
+    let s = servers(3);
+    let urls: Vec<String> = s.iter().map(Server::url).collect();
+    let l = locker(&urls, 2000);
+    let opts = LockOptions::new().owner("svc").reentrant(true);
+    let a = l.acquire("job", &opts).await.unwrap();
+    let b = l.acquire("job", &opts).await.unwrap();
+    let mut k1 = raw(&s[1]);
+    let mut k2 = raw(&s[2]);
+    s[1].signal("STOP");
+    s[2].signal("STOP");
+    let l2 = l.clone();
+    let unlock_a = tokio::spawn(async move { l2.unlock(&a).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    lose_replies(&s[1], &mut k1);
+    lose_replies(&s[2], &mut k2);
+    let _ = unlock_a.await.unwrap();
+    let other = locker(&urls, 300);
+    let c = other.try_lock("job").await;
+    assert!(
+        c.is_err(),
+        "another client locked while handle b (validity {:?}) still holds: servers {:?}",
+        b.validity(),
+        s.iter().map(|n| holder(n, "job")).collect::<Vec<_>>()
+    );
+}
