@@ -4,6 +4,7 @@
 
 use redis::aio::MultiplexedConnection;
 use redis::{Client, Cmd, ErrorKind, RedisError, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::{oneshot, Mutex};
@@ -77,6 +78,8 @@ pub struct Node {
     /// Held while (re)connecting, so a burst of requests opens one connection.
     connecting: Mutex<()>,
     idle: std::sync::Mutex<Vec<Driven>>,
+    /// Shared connections opened so far (their ids).
+    opened: AtomicUsize,
 }
 
 /// A connection and a watch on the runtime its driver task runs on
@@ -87,20 +90,19 @@ pub struct Node {
 struct Driven {
     conn: MultiplexedConnection,
     runtime: RuntimeWatch,
+    /// Which shared connection of this node this is (a count, never
+    /// reused): a failed request drops the shared connection only if it is
+    /// still the one it failed on.
+    id: usize,
 }
 
 impl Driven {
-    /// Which connection this is (its watch's address, unique while it is
-    /// held): to drop the shared one only if it is still the broken one.
-    fn id(&self) -> usize {
-        self.runtime.up.as_ptr() as usize
-    }
-
     /// Opened on the current runtime.
-    fn here(conn: MultiplexedConnection) -> Driven {
+    fn here(conn: MultiplexedConnection, id: usize) -> Driven {
         Driven {
             conn,
             runtime: RuntimeWatch::here(),
+            id,
         }
     }
 }
@@ -142,6 +144,7 @@ impl Node {
             conn: std::sync::Mutex::new(None),
             connecting: Mutex::new(()),
             idle: std::sync::Mutex::new(Vec::new()),
+            opened: AtomicUsize::new(0),
         }
     }
 
@@ -150,7 +153,7 @@ impl Node {
     fn cached(&self) -> Option<(MultiplexedConnection, usize)> {
         let mut slot = self.conn.lock().expect("connection slot");
         match slot.as_ref() {
-            Some(open) if open.runtime.is_up() => Some((open.conn.clone(), open.id())),
+            Some(open) if open.runtime.is_up() => Some((open.conn.clone(), open.id)),
             Some(_) => {
                 *slot = None;
                 None
@@ -181,8 +184,8 @@ impl Node {
             return Ok(open);
         }
         let c = self.client.get_multiplexed_async_connection().await?;
-        let open = Driven::here(c.clone());
-        let id = open.id();
+        let id = self.opened.fetch_add(1, Ordering::Relaxed);
+        let open = Driven::here(c.clone(), id);
         *self.conn.lock().expect("connection slot") = Some(open);
         Ok((c, id))
     }
@@ -196,7 +199,7 @@ impl Node {
     pub async fn query_dedicated(&self, cmd: &Cmd) -> Result<Value, Failure> {
         let open = || async {
             let c = Box::pin(self.client.get_multiplexed_async_connection()).await?;
-            Ok::<_, RedisError>(Driven::here(c))
+            Ok::<_, RedisError>(Driven::here(c, 0))
         };
         let attempt = async {
             let mut conn = match self.pooled() {
@@ -279,7 +282,7 @@ impl Node {
     /// order, and throwing a fresh one away would split them).
     fn forget(&self, dead: usize) {
         let mut slot = self.conn.lock().expect("connection slot");
-        if slot.as_ref().is_some_and(|open| open.id() == dead) {
+        if slot.as_ref().is_some_and(|open| open.id == dead) {
             *slot = None;
         }
     }
