@@ -112,8 +112,7 @@ impl Round {
         }
         tokio::select! {
             Some((i, reply)) = self.pending.next() => {
-                self.waiting[i] = false;
-                self.tally.add(i, (self.classify)(reply));
+                self.record(i, reply);
                 true
             }
             _ = &mut self.deadline => {
@@ -133,9 +132,14 @@ impl Round {
     /// nothing is left in flight to hand over.
     fn take_ready(&mut self) {
         while let Some(Some((i, reply))) = self.pending.next().now_or_never() {
-            self.waiting[i] = false;
-            self.tally.add(i, (self.classify)(reply));
+            self.record(i, reply);
         }
+    }
+
+    /// Node `i` answered.
+    fn record(&mut self, i: usize, reply: Result<Value, Failure>) {
+        self.waiting[i] = false;
+        self.tally.add(i, (self.classify)(reply));
     }
 
     /// Wait for the stragglers too (until the round's deadline).

@@ -162,9 +162,11 @@ impl Node {
         }
     }
 
-    /// The shared connection is open (as far as this side knows).
+    /// The shared connection is open (as far as this side knows). Asked
+    /// for every node of every round: looks, without cloning it.
     pub(crate) fn is_connected(&self) -> bool {
-        self.cached().is_some()
+        let slot = self.conn.lock().expect("connection slot");
+        slot.as_ref().is_some_and(|open| open.runtime.is_up())
     }
 
     /// The shared connection, opened if needed. Opening is boxed apart:

@@ -89,10 +89,11 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
             Source::Loading | Source::Replica => Limits::CEILING,
         };
         let lock = lock::from_stored(owner.as_ref(), token, remaining, holds, &limits, now)?;
-        let wall = crate::glue::ffi::wall_micros();
         match source {
             Source::Primary => restore_is_a_grant(&lock, now)?,
-            Source::Replica if lock.token > fencing::replay_ceiling(wall) => {
+            Source::Replica
+                if lock.token > fencing::replay_ceiling(crate::glue::ffi::wall_micros()) =>
+            {
                 return Err("token more than an hour above the server's clock");
             }
             Source::Replica | Source::Loading => {}
