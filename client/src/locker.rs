@@ -47,6 +47,10 @@ pub fn random_owner() -> String {
 /// the default `hz 10`), so a "busy" answer can come that much late.
 pub(crate) const WAIT_SLACK: Duration = Duration::from_millis(250);
 
+/// The least time a won acquisition waits for its slower nodes' grants
+/// before it runs a fencing round (`Round::settle_tokens`).
+const SETTLE_GRACE_MIN: Duration = Duration::from_millis(1);
+
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
 pub(crate) const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
 
@@ -168,6 +172,22 @@ impl Round {
             Late::Drive(self.pending, self.deadline)
         };
         (self.tally, late)
+    }
+
+    /// A won acquisition whose first grants disagree on the token would
+    /// need a fencing round, a round trip more; but the requests still in
+    /// flight were sent with the others and their grants usually settle it
+    /// (with every grant in, a majority is at the quorum token). Under
+    /// concurrency that is common: requests of different locks reach the
+    /// nodes in different orders, and each node's counter is shared by all
+    /// names. Wait for them at most `grace`, then let the fencing round do
+    /// the rest.
+    async fn settle_tokens(&mut self, grace: Duration) {
+        if self.tally.settled() || self.pending.is_empty() {
+            return;
+        }
+        let settled = async { while !self.tally.settled() && self.next().await {} };
+        let _ = tokio::time::timeout(grace, settled).await;
     }
 
     fn verdict(&self) -> Verdict {
@@ -436,11 +456,17 @@ impl Locker {
         // majority and the fencing round is skipped (see quorum::token_floor).
         cmd.arg("MINTOKEN")
             .arg(quorum::token_floor(quorum::unix_micros()));
-        let round = self
+        let mut round = self
             .round(self.all(), cmd, timeout, acquire_answer, false)
             .await;
         let verdict = round.verdict();
         if verdict == Verdict::Quorum {
+            if cfg.fencing {
+                // As long again as the majority took: the stragglers' replies
+                // are usually on their way; a stalled node costs that much.
+                let grace = start.elapsed().max(SETTLE_GRACE_MIN);
+                Box::pin(round.settle_tokens(grace)).await;
+            }
             // A won lock should still land on every node that answers, and
             // a grant that lands after the lock was let go is released.
             let (tally, late) = round.split();

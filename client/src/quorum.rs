@@ -152,6 +152,15 @@ impl Tally {
         tokens.get(majority(self.nodes) - 1).copied().unwrap_or(0)
     }
 
+    /// A majority of the grants is at least the quorum token already: the
+    /// fencing round has nothing to raise. (With every node's grant in, this
+    /// always holds: the majority-th smallest is at most the rest.)
+    pub fn settled(&self) -> bool {
+        let token = self.quorum_token();
+        let at_token = self.yes.iter().filter(|&&(_, t)| t >= token).count();
+        self.yes.len() >= majority(self.nodes) && at_token >= majority(self.nodes)
+    }
+
     /// The failed and refusing nodes, by name.
     pub fn failures(&self, names: &[String]) -> Vec<NodeFailure> {
         self.failures
@@ -186,6 +195,35 @@ mod tests {
         );
         assert_eq!(validity(ttl, Duration::from_millis(988), 0.01), None);
         assert_eq!(validity(ttl, Duration::from_secs(5), 0.01), None);
+    }
+
+    #[test]
+    fn grants_that_differ_are_settled_once_a_majority_is_at_the_token() {
+        let mut t = Tally::new(3);
+        t.add(0, Answer::Yes(7));
+        assert!(!t.settled(), "no majority yet");
+        t.add(1, Answer::Yes(9));
+        assert_eq!(t.quorum_token(), 9);
+        assert!(!t.settled(), "only one of two grants is at 9: fence");
+        t.add(2, Answer::Yes(7));
+        assert_eq!(t.quorum_token(), 7, "with all three, the 2nd smallest");
+        assert!(t.settled(), "all three are >= 7");
+
+        let mut t = Tally::new(5);
+        for (i, token) in [(0, 5), (1, 5), (2, 8)] {
+            t.add(i, Answer::Yes(token));
+        }
+        assert!(!t.settled(), "token 8 on one node of the three");
+        t.add(3, Answer::Yes(8));
+        assert!(!t.settled(), "3rd smallest of four is 8: on two nodes");
+        t.add(4, Answer::Yes(6));
+        assert_eq!(t.quorum_token(), 6);
+        assert!(t.settled());
+
+        let mut t = Tally::new(3);
+        t.add(0, Answer::Yes(4));
+        t.add(1, Answer::Yes(4));
+        assert!(t.settled(), "equal grants need no fencing");
     }
 
     #[test]

@@ -51,10 +51,18 @@ async fn main() {
     // steadier than cycles/s on a shared, noisy machine.
     let cycles = done.load(Ordering::Relaxed) as f64;
     let cpu = process_cpu_seconds() - cpu_before;
+    // Server commands per cycle (all servers): 2N for a lock + unlock in one
+    // round each; a fencing round adds `lock.fence` calls.
+    let calls: Vec<String> = load
+        .server_calls()
+        .into_iter()
+        .map(|(cmd, c)| format!("{cmd} {:.2}", c as f64 / cycles))
+        .collect();
     println!(
-        "{mode} N={n} tasks={tasks}: {:.0} cycles/s, client CPU {:.1} µs/cycle",
+        "{mode} N={n} tasks={tasks}: {:.0} cycles/s, client CPU {:.1} µs/cycle; per cycle: {}",
         cycles / secs,
-        cpu * 1e6 / cycles
+        cpu * 1e6 / cycles,
+        calls.join(", ")
     );
 }
 

@@ -7,11 +7,11 @@
 use redis::aio::MultiplexedConnection;
 use redis_lock_bench::fanout;
 use redis_lock_client::{Builder, Locker};
-use redis_lock_testkit::Server;
+use redis_lock_testkit::{command_calls, Server};
 use std::time::Duration;
 
 pub struct Load {
-    _nodes: Vec<Server>,
+    nodes: Vec<Server>,
     locker: Locker,
     conns: Vec<MultiplexedConnection>,
 }
@@ -28,10 +28,23 @@ impl Load {
             .unwrap();
         let conns = fanout::connect(&urls).await;
         Load {
-            _nodes: nodes,
+            nodes,
             locker,
             conns,
         }
+    }
+
+    /// How many times each `LOCK.*` command ran, summed over the servers:
+    /// a fencing round shows as `lock.fence` calls.
+    #[allow(dead_code)] // redis-lock-allocs counts allocations only
+    pub fn server_calls(&self) -> Vec<(&'static str, u64)> {
+        ["lock.acquire", "lock.release", "lock.fence"]
+            .into_iter()
+            .map(|cmd| {
+                let calls = self.nodes.iter().map(|s| command_calls(&mut s.conn(), cmd));
+                (cmd, calls.sum())
+            })
+            .collect()
     }
 
     /// One lock + unlock of `name` in `mode` (floor, raw, ours, ours-wait).
