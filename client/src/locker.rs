@@ -115,6 +115,9 @@ impl Round {
             return false;
         }
         tokio::select! {
+            // A reply that is in counts even if the deadline passed too (and
+            // no random branch order to draw per poll).
+            biased;
             Some((i, reply)) = self.pending.next() => {
                 self.record(i, reply);
                 true
@@ -242,11 +245,18 @@ pub(crate) fn settle_late(
     }
 }
 
+/// `command name owner`, with room for the options that follow: built at
+/// its final size at once, not grown an argument at a time (every lock
+/// builds two or three of these).
+pub(crate) fn lock_cmd(command: &str, name: &str, owner: &str) -> Cmd {
+    let mut cmd = Cmd::with_capacity(12, command.len() + name.len() + owner.len() + 96);
+    cmd.arg(command).arg(name).arg(owner);
+    cmd
+}
+
 /// `LOCK.RELEASE name owner`.
 pub(crate) fn release_cmd(name: &str, owner: &str) -> Cmd {
-    let mut cmd = redis::cmd("LOCK.RELEASE");
-    cmd.arg(name).arg(owner);
-    cmd
+    lock_cmd("LOCK.RELEASE", name, owner)
 }
 
 /// Whole milliseconds, at least 1; saturating, so that an absurd duration
@@ -440,8 +450,8 @@ impl Locker {
     ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
         let start = Instant::now();
-        let mut cmd = redis::cmd("LOCK.ACQUIRE");
-        cmd.arg(req.name).arg(req.owner).arg(ms(req.ttl));
+        let mut cmd = lock_cmd("LOCK.ACQUIRE", req.name, req.owner);
+        cmd.arg(ms(req.ttl));
         let mut timeout = cfg.node_timeout;
         if let Some(wait) = server_wait {
             cmd.arg("WAIT").arg(ms(wait));
@@ -530,8 +540,8 @@ impl Locker {
             .collect();
         let at_max = grants.yes.len() - behind.len();
         if cfg.fencing && !behind.is_empty() && at_max < quorum::majority(self.inner.nodes.len()) {
-            let mut cmd = redis::cmd("LOCK.FENCE");
-            cmd.arg(lock.name()).arg(lock.owner()).arg(lock.token());
+            let mut cmd = lock_cmd("LOCK.FENCE", lock.name(), lock.owner());
+            cmd.arg(lock.token());
             let token = lock.token();
             let raised = Box::pin(async {
                 let fence_answer = |r| match r {
@@ -772,8 +782,8 @@ impl Locker {
     pub async fn extend(&self, lock: &mut Lock) -> Result<(), Error> {
         let cfg = &self.inner.config;
         let start = Instant::now();
-        let mut cmd = redis::cmd("LOCK.EXTEND");
-        cmd.arg(lock.name()).arg(lock.owner()).arg(ms(lock.ttl()));
+        let mut cmd = lock_cmd("LOCK.EXTEND", lock.name(), lock.owner());
+        cmd.arg(ms(lock.ttl()));
         let round = self
             .round(self.all(), cmd, cfg.node_timeout, code_answer, true)
             .await;

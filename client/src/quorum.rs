@@ -147,6 +147,9 @@ impl Tally {
     /// refuse to be fenced to it (a token may be at most a node's clock +
     /// 60 s). See README "Quorum fencing tokens".
     pub fn quorum_token(&self) -> u64 {
+        if let Some(t) = self.common_token() {
+            return t;
+        }
         let mut tokens: Vec<u64> = self.yes.iter().map(|&(_, t)| t).collect();
         tokens.sort_unstable();
         tokens.get(majority(self.nodes) - 1).copied().unwrap_or(0)
@@ -156,9 +159,21 @@ impl Tally {
     /// fencing round has nothing to raise. (With every node's grant in, this
     /// always holds: the majority-th smallest is at most the rest.)
     pub fn settled(&self) -> bool {
+        if self.common_token().is_some() {
+            return true;
+        }
         let token = self.quorum_token();
         let at_token = self.yes.iter().filter(|&&(_, t)| t >= token).count();
         self.yes.len() >= majority(self.nodes) && at_token >= majority(self.nodes)
+    }
+
+    /// The token, when a majority granted and every grant is that one
+    /// token (the usual case: see `token_floor`); spares sorting a copy.
+    fn common_token(&self) -> Option<u64> {
+        let &(_, first) = self.yes.first()?;
+        let common =
+            self.yes.len() >= majority(self.nodes) && self.yes.iter().all(|&(_, t)| t == first);
+        common.then_some(first)
     }
 
     /// The failed and refusing nodes, by name.

@@ -24,7 +24,8 @@ use crate::error::Error;
 use crate::let_go::{mark_unsure, withdraw_late, Caller, Cancel, UNSURE};
 use crate::lock::{Lock, Shared};
 use crate::locker::{
-    acquire_answer, ms, settle_late, Locker, Pending, Request, MAX_SERVER_WAIT, WAIT_SLACK,
+    acquire_answer, lock_cmd, ms, settle_late, Locker, Pending, Request, MAX_SERVER_WAIT,
+    WAIT_SLACK,
 };
 use crate::node::is_timeout;
 use crate::quorum::{self, Answer, Tally};
@@ -83,10 +84,8 @@ impl Locker {
         let left = deadline
             .saturating_duration_since(Instant::now())
             .min(MAX_SERVER_WAIT);
-        let mut cmd = redis::cmd("LOCK.ACQUIRE");
-        cmd.arg(req.name)
-            .arg(req.owner)
-            .arg(ms(req.ttl))
+        let mut cmd = lock_cmd("LOCK.ACQUIRE", req.name, req.owner);
+        cmd.arg(ms(req.ttl))
             .arg("WAIT")
             .arg(ms(left))
             .arg("TICKET")
