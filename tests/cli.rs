@@ -11,7 +11,7 @@ fn cli_path() -> PathBuf {
 }
 
 fn servers_arg(nodes: &[Server]) -> String {
-    nodes.iter().map(Server::url).collect::<Vec<_>>().join(",")
+    urls(nodes).join(",")
 }
 
 fn cli(nodes: &[Server], args: &[&str]) -> Command {
@@ -41,7 +41,7 @@ fn alive(pid: i32) -> bool {
 
 #[test]
 fn run_passes_the_lock_to_the_command_and_its_exit_code_back() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     let out = cli(
         &nodes,
         &[
@@ -69,7 +69,7 @@ fn run_passes_the_lock_to_the_command_and_its_exit_code_back() {
 
 #[test]
 fn busy_lock_gives_the_not_acquired_exit_code() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     for n in &nodes {
         int(&mut n.conn(), "LOCK.ACQUIRE job someone-else 30000");
     }
@@ -84,7 +84,7 @@ fn busy_lock_gives_the_not_acquired_exit_code() {
 
 #[test]
 fn eight_concurrent_clis_count_exactly() {
-    let nodes: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(5);
     let dir = scratch("counter");
     let file = dir.join("count");
     std::fs::write(&file, "0").unwrap();
@@ -127,7 +127,7 @@ fn eight_concurrent_clis_count_exactly() {
 
 #[test]
 fn losing_the_lock_stops_the_command_with_its_own_exit_code() {
-    let mut nodes: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let mut nodes: Vec<Server> = Server::start_n(5);
     let dir = scratch("lost");
     let pidfile = dir.join("pid");
     let mut run = cli(
@@ -179,7 +179,7 @@ fn losing_the_lock_stops_the_command_with_its_own_exit_code() {
 /// held until their TTL.
 #[test]
 fn a_lost_lock_is_released_where_it_is_left() {
-    let mut nodes: Vec<Server> = (0..5).map(|_| Server::start()).collect();
+    let mut nodes: Vec<Server> = Server::start_n(5);
     let mut run = cli(
         &nodes,
         &[
@@ -206,7 +206,7 @@ fn a_lost_lock_is_released_where_it_is_left() {
 
 #[test]
 fn sigterm_is_forwarded_and_the_lock_released() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     let dir = scratch("term");
     let ready = dir.join("ready");
     let script = format!(
@@ -235,7 +235,7 @@ fn sigterm_is_forwarded_and_the_lock_released() {
 
 #[test]
 fn status_and_release_for_operators() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     for n in &nodes[..2] {
         int(&mut n.conn(), "LOCK.ACQUIRE job stuck-owner 30000");
     }
@@ -303,7 +303,7 @@ fn a_command_that_is_not_executable_exits_126_and_a_missing_one_127() {
 
 #[test]
 fn status_prints_the_quorum_verdict_and_fails_without_a_majority() {
-    let mut nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let mut nodes: Vec<Server> = Server::start_n(3);
     for n in &nodes[..2] {
         int(&mut n.conn(), "LOCK.ACQUIRE job holder-a 30000");
     }
@@ -321,7 +321,7 @@ fn status_prints_the_quorum_verdict_and_fails_without_a_majority() {
 
 #[test]
 fn conflict_exit_code_owner_and_help() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     for n in &nodes {
         int(&mut n.conn(), "LOCK.ACQUIRE busy someone-else 30000");
     }
@@ -404,7 +404,7 @@ fn an_unknown_host_is_bad_settings_and_a_down_server_unavailable() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("no-such-host.invalid"), "{args:?}: {err}");
     }
-    let mut nodes: Vec<Server> = (0..2).map(|_| Server::start()).collect();
+    let mut nodes: Vec<Server> = Server::start_n(2);
     let mixed = format!("{},{unknown}", servers_arg(&nodes));
     let out = cli_at(&mixed, &["run", "job", "--", "true"])
         .output()
@@ -423,7 +423,7 @@ fn an_unknown_host_is_bad_settings_and_a_down_server_unavailable() {
 /// from a refusal by the servers (78).
 #[test]
 fn release_tells_not_held_from_unreachable_and_refused() {
-    let mut nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let mut nodes: Vec<Server> = Server::start_n(3);
     let release = ["release", "job", "--owner", "nobody"];
     let out = cli(&nodes, &release).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -463,7 +463,7 @@ fn release_tells_not_held_from_unreachable_and_refused() {
 /// or reach the terminal.
 #[test]
 fn status_prints_owners_escaped() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     let owner: &[u8] = b"a\tb\nc\x1b[31m\\d\xff\"q";
     for n in &nodes[..2] {
         run(&mut n.conn(), &[b"LOCK.ACQUIRE", b"job", owner, b"30000"]).unwrap();

@@ -59,13 +59,10 @@ while not os.path.exists(os.path.join(d, "stop")):
     time.sleep(0.02)
 "#;
     let mut c = Command::new(workspace_binary("redis-lock"));
-    c.env(
-        "REDIS_LOCK_SERVERS",
-        nodes.iter().map(Server::url).collect::<Vec<_>>().join(","),
-    )
-    .args(["run", "job", "--", "python3", "-c", counter])
-    .arg(dir)
-    .stderr(Stdio::null());
+    c.env("REDIS_LOCK_SERVERS", urls(nodes).join(","))
+        .args(["run", "job", "--", "python3", "-c", counter])
+        .arg(dir)
+        .stderr(Stdio::null());
     c
 }
 
@@ -89,7 +86,7 @@ fn finish(mut cli: Child, dir: &Path) -> Option<i32> {
 
 #[test]
 fn sighup_is_forwarded_and_the_lock_released_like_sigterm() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     let dir = scratch("hup");
     let cli = run_counter(&nodes, &dir).spawn().unwrap();
     let child = read_pid(&dir.join("pid"));
@@ -106,7 +103,7 @@ fn sighup_is_forwarded_and_the_lock_released_like_sigterm() {
 
 #[test]
 fn a_sigkilled_cli_takes_its_command_with_it() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     let dir = scratch("kill");
     let mut cli = run_counter(&nodes, &dir).spawn().unwrap();
     let child = read_pid(&dir.join("pid"));
@@ -125,7 +122,7 @@ fn a_sigkilled_cli_takes_its_command_with_it() {
 
 #[test]
 fn sigint_from_a_process_is_forwarded_once() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     let dir = scratch("int");
     let cli = run_counter(&nodes, &dir).spawn().unwrap();
     read_pid(&dir.join("pid"));
@@ -154,7 +151,7 @@ fn open_pty() -> (i32, PathBuf) {
 
 #[test]
 fn ctrl_c_in_a_terminal_reaches_the_command_once() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     let dir = scratch("tty");
     let (master, slave) = open_pty();
     let tty = std::fs::OpenOptions::new()
@@ -207,19 +204,16 @@ fn ctrl_c_in_a_terminal_reaches_the_command_once() {
 /// for the CLI and for its command, instead of killing both.
 #[test]
 fn signals_ignored_by_the_caller_stay_ignored() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     let dir = scratch("nohup");
     let script = format!(
         "echo $$ > {d}/pid; sleep 1; touch {d}/finished",
         d = dir.display()
     );
     let mut cmd = Command::new(workspace_binary("redis-lock"));
-    cmd.env(
-        "REDIS_LOCK_SERVERS",
-        nodes.iter().map(Server::url).collect::<Vec<_>>().join(","),
-    )
-    .args(["run", "nohup-job", "--", "sh", "-c", &script])
-    .stderr(Stdio::null());
+    cmd.env("REDIS_LOCK_SERVERS", urls(&nodes).join(","))
+        .args(["run", "nohup-job", "--", "sh", "-c", &script])
+        .stderr(Stdio::null());
     // SAFETY: signal(2) in the forked child before exec, as nohup does.
     unsafe {
         cmd.pre_exec(|| {

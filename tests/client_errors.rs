@@ -68,11 +68,11 @@ fn the_same_server_twice_is_a_config_error_naming_both() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ttl_above_the_servers_maximum_is_rejected_once_not_retried() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     for n in &nodes {
         q(&mut n.conn(), "CONFIG SET lock.max-ttl-ms 1000").unwrap();
     }
-    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let urls: Vec<String> = urls(&nodes);
     let err = locker(&urls)
         .acquire(
             "big",
@@ -155,7 +155,7 @@ async fn a_missing_fence_permission_and_a_replica_are_rejected_at_once() {
     // Fresh nodes hand out different tokens, so the fencing round runs
     // when only two grants are in (the third node is stopped; with all
     // three in, the middle token is already on a majority).
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     for n in &nodes {
         q(
             &mut n.conn(),
@@ -197,8 +197,8 @@ async fn a_missing_fence_permission_and_a_replica_are_rejected_at_once() {
 async fn an_absurd_ttl_is_refused_not_wrapped_around() {
     // u64::MAX ms + 1001 ms used to reach the servers as 1000 ms while the
     // client counted validity from the whole TTL.
-    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let servers: Vec<Server> = Server::start_n(3);
+    let urls: Vec<String> = urls(&servers);
     let locker = locker(&urls);
     for ttl in [
         Duration::from_millis(u64::MAX) + Duration::from_millis(1001),
@@ -218,8 +218,8 @@ async fn an_absurd_ttl_is_refused_not_wrapped_around() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_under_a_millisecond_still_tries_once() {
-    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let servers: Vec<Server> = Server::start_n(3);
+    let urls: Vec<String> = urls(&servers);
     let locker = locker(&urls);
     for wait in [Duration::from_nanos(1), Duration::from_micros(999)] {
         let lock = locker
@@ -232,8 +232,8 @@ async fn a_wait_under_a_millisecond_still_tries_once() {
 
 #[test]
 fn a_wait_cut_off_by_its_runtime_shutting_down_is_an_outage_not_a_config_error() {
-    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let servers: Vec<Server> = Server::start_n(3);
+    let urls: Vec<String> = urls(&servers);
     for s in &servers {
         assert!(int(&mut s.conn(), "LOCK.ACQUIRE job other 10000") > 0);
     }
@@ -264,8 +264,8 @@ fn a_wait_cut_off_by_its_runtime_shutting_down_is_an_outage_not_a_config_error()
 
 #[test]
 fn a_locker_outliving_its_first_runtime_works_at_once_on_the_next() {
-    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let servers: Vec<Server> = Server::start_n(3);
+    let urls: Vec<String> = urls(&servers);
     let locker = locker(&urls);
     // A Locker in a static, used by one #[tokio::test] runtime after another.
     for round in 0..3 {
@@ -297,8 +297,8 @@ fn stragglers_of_a_runtime_that_shut_down_do_not_break_another_runtimes_driver()
         }
         default_hook(info);
     }));
-    let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let servers: Vec<Server> = Server::start_n(3);
+    let urls: Vec<String> = urls(&servers);
     let locker = Builder::new(&urls)
         .node_timeout(Duration::from_secs(2))
         .build()
@@ -341,8 +341,8 @@ async fn an_unlock_reaches_a_server_restarted_since_the_lock() {
     // generated owner is sent once more on a new connection. (An ACQUIRE
     // is not: see tests/resend.rs.)
     let holder = |s: &Server| status(&mut s.conn(), "job").map(|s| s.0);
-    let mut servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let mut servers: Vec<Server> = Server::start_n(3);
+    let urls: Vec<String> = urls(&servers);
     let locker = locker(&urls);
     let lock = locker.try_lock("job").await.unwrap();
     let owner = Some(lock.owner().as_bytes().to_vec());

@@ -9,10 +9,6 @@ use redis_lock_client::{Builder, Error, LockOptions, Locker};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn urls(nodes: &[Server]) -> Vec<String> {
-    nodes.iter().map(Server::url).collect()
-}
-
 fn cli(nodes: &[Server], args: &[&str]) -> std::process::Output {
     Command::new(workspace_binary("redis-lock"))
         .env("REDIS_LOCK_SERVERS", urls(nodes).join(","))
@@ -33,7 +29,7 @@ fn hold_everywhere(nodes: &[Server], name: &str, ms: u64) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lock_keeps_trying_until_the_wait_is_over_not_a_round_count() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     // Short pauses: 32 rounds (the old cap) are over long before the holder's 2 s.
     let locker = Builder::new(&urls(&nodes))
         .node_timeout(Duration::from_millis(100))
@@ -58,7 +54,7 @@ async fn lock_keeps_trying_until_the_wait_is_over_not_a_round_count() {
 
 #[test]
 fn cli_wait_outlasts_a_holder_and_reports_the_time_waited() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     // 7 s outlasts the old 32 rounds of 50–250 ms (about 4.8 s).
     hold_everywhere(&nodes, "long", 7000);
     let out = cli(&nodes, &["run", "--wait", "30s", "long", "--", "true"]);
@@ -139,7 +135,7 @@ async fn blocking_calls_reuse_pooled_connections() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn per_lock_ttl_owner_and_reentrancy() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
     let locker: Locker = Builder::new(&urls(&nodes))
         .ttl(Duration::from_secs(60))
         .build()

@@ -40,7 +40,7 @@ fn settled_nodes(tag: &str) -> (Vec<Server>, std::path::PathBuf) {
 #[tokio::test(flavor = "multi_thread")]
 async fn settled_nodes_grant_one_token_and_skip_the_fencing_round() {
     let (nodes, dir) = settled_nodes("floor");
-    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let urls: Vec<String> = urls(&nodes);
     let locker = Builder::new(&urls).build().unwrap();
     for i in 0..20 {
         let name = format!("job:{i}");
@@ -59,17 +59,9 @@ async fn settled_nodes_grant_one_token_and_skip_the_fencing_round() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_slower_nodes_grant_settles_the_token_without_a_fencing_round() {
-    // Node 0's counter runs 30 s ahead (raised by a FENCE), so it grants
-    // a larger token than the other two, which grant the client's floor.
-    // Whenever node 0 is among the first two replies the two disagree, and
-    // the client used to fence the other one; the third grant, already on
-    // its way, settles it: with all three in, the token is the floor, held
-    // by two nodes.
-    let (nodes, dir) = settled_nodes("settle");
-    let mut c = nodes[0].conn();
-    let ahead = redis_lock_client::quorum::unix_micros() + 30_000_000;
+/// Raise `node`'s token counter to `token` (a FENCE of a lock of its own).
+fn raise_counter(node: &Server, token: u64) {
+    let mut c = node.conn();
     let _: i64 = redis::cmd("LOCK.ACQUIRE")
         .arg("push")
         .arg("o")
@@ -79,7 +71,7 @@ async fn a_slower_nodes_grant_settles_the_token_without_a_fencing_round() {
     let _: i64 = redis::cmd("LOCK.FENCE")
         .arg("push")
         .arg("o")
-        .arg(ahead)
+        .arg(token)
         .query(&mut c)
         .unwrap();
     let _: i64 = redis::cmd("LOCK.RELEASE")
@@ -87,20 +79,34 @@ async fn a_slower_nodes_grant_settles_the_token_without_a_fencing_round() {
         .arg("o")
         .query(&mut c)
         .unwrap();
-    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slower_nodes_grant_at_the_token_spares_the_fencing_round() {
+    // Before each lock, nodes 1 and 2 are raised to one counter well
+    // ahead of node 0's, so they grant one token and node 0 a smaller one.
+    // Whenever node 0 is among the first two replies the two disagree, and
+    // the client used to fence node 0 at once; the third grant, already on
+    // its way, is at the token, and with it a majority holds the token.
+    let (nodes, dir) = settled_nodes("holders");
+    let urls = urls(&nodes);
     let locker = Builder::new(&urls).build().unwrap();
-    let mut last = 0;
-    for i in 0..30 {
+    let base = redis_lock_client::quorum::unix_micros() + 30_000_000;
+    let mut fenced = 0;
+    for i in 0..30u64 {
+        let ahead = base + i * 1_000_000;
+        for node in &nodes[1..] {
+            raise_counter(node, ahead);
+        }
+        let before: u64 = nodes.iter().map(fence_calls).sum();
         let name = format!("job:{i}");
         let lock = locker.try_lock(&name).await.unwrap();
-        assert!(lock.token() > last, "tokens increase");
-        assert!(lock.token() < ahead, "the floor, not node 0's token");
+        assert_eq!(lock.token(), ahead + 1, "the token of the two nodes ahead");
         assert_eq!(tokens(&nodes[1..], &name), vec![lock.token() as i64; 2]);
-        last = lock.token();
         locker.unlock(&lock).await.unwrap();
+        fenced += nodes.iter().map(fence_calls).sum::<u64>() - before;
     }
-    let fenced: u64 = nodes.iter().map(fence_calls).sum();
-    // 0 unless a reply came more than a millisecond (the least grace) after
+    // 0 unless a reply came more than a millisecond (the least wait) after
     // the others; fencing each disagreement made it about 20 of 30.
     assert!(fenced <= 3, "{fenced} of 30 locks ran a fencing round");
     let _ = std::fs::remove_dir_all(&dir);
@@ -108,8 +114,8 @@ async fn a_slower_nodes_grant_settles_the_token_without_a_fencing_round() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_that_just_started_is_fenced_up_to_the_quorum_token() {
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
+    let urls: Vec<String> = urls(&nodes);
     let locker = Builder::new(&urls)
         .node_timeout(Duration::from_millis(300))
         .build()

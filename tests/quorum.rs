@@ -6,11 +6,11 @@ use redis_lock_client::{Builder, Error, Locker};
 use std::time::{Duration, Instant};
 
 fn servers(n: usize) -> Vec<Server> {
-    (0..n).map(|_| Server::start()).collect()
+    Server::start_n(n)
 }
 
 fn locker(nodes: &[Server], ttl: Duration) -> Locker {
-    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let urls: Vec<String> = urls(nodes);
     Builder::new(&urls)
         .ttl(ttl)
         .node_timeout(Duration::from_millis(100))
@@ -218,7 +218,7 @@ async fn fencing_tokens_increase_across_holders_on_shifting_majorities() {
     // Without fencing first: the fenced run raises node 2 for good.
     for fencing in [false, true] {
         let name = format!("fenced:{fencing}");
-        let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+        let urls: Vec<String> = urls(&nodes);
         let locker = Builder::new(&urls)
             .node_timeout(Duration::from_millis(100))
             .fencing(fencing)
@@ -298,8 +298,8 @@ async fn a_won_lock_lands_on_every_healthy_server() {
     // try_lock returns at a majority; the slowest server's request is still
     // in flight and must still be sent and granted (redis-rs drops a queued
     // request whose reply nobody awaits any more).
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
+    let urls: Vec<String> = urls(&nodes);
     let locker = Builder::new(&urls).build().unwrap();
     let mut locks = Vec::new();
     for i in 0..300 {
@@ -323,8 +323,8 @@ async fn dropping_an_auto_lock_with_the_callers_owner_spares_the_next_call() {
     // Drop releases in the background; with the caller's own owner, the
     // next acquire_auto of that owner can be granted before that release
     // lands, which then frees it: only a generated owner is released.
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
+    let urls: Vec<String> = urls(&nodes);
     let locker = Builder::new(&urls).build().unwrap();
     let other = Builder::new(&urls).build().unwrap();
     let opts = redis_lock_client::LockOptions::new().owner("worker-1");
@@ -345,8 +345,8 @@ async fn dropping_an_auto_lock_with_the_callers_owner_spares_the_next_call() {
 async fn a_stopped_server_does_not_wedge_the_connection_to_it() {
     // Thousands of won locks while one server is stopped: their requests to
     // it pile up. Once it resumes, the connection must carry new requests.
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start()).collect();
-    let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let nodes: Vec<Server> = Server::start_n(3);
+    let urls: Vec<String> = urls(&nodes);
     let locker = Builder::new(&urls)
         .ttl(Duration::from_secs(60))
         .node_timeout(Duration::from_millis(500))

@@ -10,14 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn servers(n: usize) -> Vec<Server> {
-    (0..n).map(|_| Server::start()).collect()
-}
-
-fn urls(nodes: &[Server]) -> Vec<String> {
-    nodes.iter().map(Server::url).collect()
-}
-
 fn locker(nodes: &[Server]) -> Locker {
     locker_on(&urls(nodes))
 }
@@ -72,7 +64,7 @@ async fn hot_key(nodes: &[Server], clients: usize, run_for: Duration) -> Vec<u64
 #[tokio::test(flavor = "multi_thread")]
 async fn every_waiter_is_served_on_three_and_five_servers() {
     for n in [3, 5] {
-        let nodes = servers(n);
+        let nodes = Server::start_n(n);
         let counts = hot_key(&nodes, 12, Duration::from_secs(2)).await;
         println!("N={n}: sections per client {counts:?}");
         assert!(
@@ -94,7 +86,7 @@ async fn every_waiter_is_served_on_three_and_five_servers() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_minority_of_grants_is_given_back() {
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     // Someone else holds two of the three servers.
     for node in &nodes[..2] {
         assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
@@ -142,7 +134,7 @@ async fn a_minority_of_grants_is_given_back() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_wait_ends_taken_and_leaves_nothing_queued() {
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     for node in &nodes {
         assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
     }
@@ -160,7 +152,7 @@ async fn the_wait_ends_taken_and_leaves_nothing_queued() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stopped_minority_does_not_stop_the_queue() {
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     let locker = locker(&nodes);
     let first = locker.try_lock("k").await.unwrap();
     nodes[2].signal("STOP");
@@ -176,7 +168,7 @@ async fn a_stopped_minority_does_not_stop_the_queue() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn too_many_servers_down_is_no_quorum_at_the_deadline() {
-    let mut nodes = servers(3);
+    let mut nodes = Server::start_n(3);
     nodes[0].kill();
     nodes[1].kill();
     let got = locker(&nodes).lock("k", Duration::from_millis(400)).await;
@@ -186,7 +178,7 @@ async fn too_many_servers_down_is_no_quorum_at_the_deadline() {
 #[tokio::test(flavor = "multi_thread")]
 async fn waiters_are_served_in_the_order_they_came() {
     for n in [3, 5] {
-        let nodes = servers(n);
+        let nodes = Server::start_n(n);
         for node in &nodes {
             assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
         }
@@ -220,7 +212,7 @@ async fn waiters_are_served_in_the_order_they_came() {
 async fn waiters_reconnect_to_restarted_servers() {
     // Without the restart guard (`restart-delay-ms 0`) a restarted server
     // has no locks: a waiter gets it there once it reconnects.
-    let mut nodes = servers(3);
+    let mut nodes = Server::start_n(3);
     for node in &nodes {
         assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
     }
@@ -254,7 +246,7 @@ async fn a_give_back_that_times_out_is_never_counted_again() {
     // says "granted": the RELEASE has not arrived) would make a lock that
     // the late RELEASE then takes away: a majority on paper, a minority on
     // the servers, and a second holder possible.
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     let proxy = DelayProxy::to(nodes[2].port);
     let urls = vec![nodes[0].url(), nodes[1].url(), proxy.url()];
     let waiter = locker_on(&urls);
@@ -310,7 +302,7 @@ async fn two_waiters_with_split_grants_do_not_swap_them_forever() {
     // both hold a minority and give it back on the same schedule, each
     // handing its grant to the other. Without something to break the tie
     // they swap A and B until their waits run out.
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     assert!(int(&mut nodes[2].conn(), "LOCK.ACQUIRE k other 60000") > 0);
     let slow_b = DelayProxy::to(nodes[1].port);
     let slow_a = DelayProxy::to(nodes[0].port);
@@ -363,7 +355,7 @@ async fn waiters_split_across_two_free_servers_do_not_livelock() {
     // every waiter needs both of the other two. Grants split between two
     // waiters there; the two give back and must not keep swapping them in
     // lockstep while everyone else starves.
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     assert!(int(&mut nodes[2].conn(), "LOCK.ACQUIRE k other 60000") > 0);
     let inside = Arc::new(AtomicBool::new(false));
     let stop = Instant::now() + Duration::from_secs(2);
@@ -403,7 +395,7 @@ async fn waits_longer_than_a_server_takes_still_wait() {
     // 2^31 - 1 ms (~24.8 days) is the longest WAIT a server accepts; a longer
     // wait, up to Duration::MAX ("forever"), must neither be refused nor panic.
     for n in [1, 3] {
-        let nodes = servers(n);
+        let nodes = Server::start_n(n);
         for wait in [Duration::from_secs(30 * 24 * 3600), Duration::MAX] {
             for node in &nodes {
                 assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
@@ -435,7 +427,7 @@ async fn waits_longer_than_a_server_takes_still_wait() {
 async fn cancelling_at_any_moment_leaves_nothing_behind() {
     // Cancel at moments that fall in every phase: connecting, queued,
     // granted a minority (the free server), giving it back, queuing again.
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     for node in &nodes[..2] {
         assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 60000") > 0);
     }
@@ -473,7 +465,7 @@ async fn a_release_that_timed_out_is_never_overtaken_later_in_the_same_wait() {
     // in play that pass of the wait fails, and the next pass must not count
     // B or C again: its WAITs travel on other connections and overtake the
     // RELEASEs, which would then free what it counted.
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     let slow_b = DelayProxy::to(nodes[1].port);
     let slow_c = DelayProxy::to(nodes[2].port);
     let all = [&nodes[0], &nodes[1], &nodes[2]];
@@ -537,7 +529,7 @@ async fn a_release_that_timed_out_is_never_overtaken_later_in_the_same_wait() {
 async fn bursts_of_cancelled_waits_leave_no_grant() {
     // Hundreds of queued lock() calls cut off together: a WAIT still on its
     // way when the caller gave up must not be granted later and kept.
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     for node in &nodes[..2] {
         assert!(int(&mut node.conn(), "LOCK.ACQUIRE m other 600000") > 0);
     }
@@ -576,7 +568,7 @@ async fn a_dropped_lock_does_not_take_a_server_later() {
     // unlocked). When C comes free its queued WAIT is granted: that grant
     // must be given back at once, not held for a fresh TTL long after the
     // lock was dropped.
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     let all = [&nodes[0], &nodes[1], &nodes[2]];
     let locker = Builder::new(&urls(&nodes))
         .ttl(Duration::from_secs(1))
@@ -620,7 +612,7 @@ async fn a_dropped_lock_does_not_take_a_server_later() {
 /// on the way; then call 2 of the same owner wins. Nothing call 1 left
 /// running may release call 2's grants.
 async fn an_ended_call_leaves_a_later_call_of_its_owner_alone(cancel: bool) {
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     let proxies: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
     let via_proxies: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
     let all = [&nodes[0], &nodes[1], &nodes[2]];
@@ -684,7 +676,7 @@ async fn a_wait_that_can_no_longer_reach_a_majority_ends_at_once() {
     // Two give-backs are held back past the node timeout: both servers are
     // left out of this call, so no majority is possible any more. The call
     // says so at once instead of retrying until its 15 s deadline.
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     let proxies: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
     let via_proxies: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
     let waiter = Builder::new(&via_proxies)
@@ -726,7 +718,7 @@ async fn a_late_grant_of_one_pass_cannot_release_the_next_pass() {
     // released: with one owner for both passes, that RELEASE freed the
     // second pass's grant (an attack run: two holders). Each pass of a
     // generated owner now has an owner of its own.
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     let px: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
     let via: Vec<String> = px.iter().map(DelayProxy::url).collect();
     let mk = || {
@@ -778,7 +770,7 @@ async fn a_won_waits_request_queued_elsewhere_is_withdrawn_after_unlock() {
     // The winner's WAIT to C is held back past its win and its unlock; it
     // then queues on C behind the next holder. It must be withdrawn, not
     // left queued for the rest of its 60 s wait.
-    let nodes = servers(3);
+    let nodes = Server::start_n(3);
     let proxy = DelayProxy::to(nodes[2].port);
     let via = vec![nodes[0].url(), nodes[1].url(), proxy.url()];
     let (a, b, c) = (locker_on(&via), locker_on(&via), locker_on(&via));

@@ -15,7 +15,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 fn servers(n: usize) -> Vec<Server> {
-    (0..n).map(|_| Server::start()).collect()
+    Server::start_n(n)
 }
 
 fn locker(urls: &[String], timeout_ms: u64) -> Locker {
@@ -61,7 +61,7 @@ fn holder(s: &Server, key: &str) -> Option<(Vec<u8>, i64, i64, i64, i64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrant_acquire_resent_leaves_a_hold_after_unlock() {
     let s = servers(3);
-    let urls: Vec<String> = s.iter().map(Server::url).collect();
+    let urls: Vec<String> = urls(&s);
     let l = locker(&urls, 2000);
     // Open every shared connection.
     let w = l.try_lock("warm").await.unwrap();
@@ -87,7 +87,7 @@ async fn reentrant_acquire_resent_leaves_a_hold_after_unlock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrant_resend_on_a_majority_blocks_everyone_for_a_ttl() {
     let s = servers(3);
-    let urls: Vec<String> = s.iter().map(Server::url).collect();
+    let urls: Vec<String> = urls(&s);
     let l = locker(&urls, 2000);
     let opts = LockOptions::new().owner("me").reentrant(true);
     let first = l.acquire("job", &opts).await.unwrap();
@@ -124,7 +124,7 @@ async fn reentrant_resend_on_a_majority_blocks_everyone_for_a_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn straggler_acquire_resent_after_the_unlocks_release() {
     let s = servers(3);
-    let urls: Vec<String> = s.iter().map(Server::url).collect();
+    let urls: Vec<String> = urls(&s);
     let mut bad = 0;
     let rounds = 10;
     for r in 0..rounds {
@@ -153,7 +153,7 @@ async fn straggler_acquire_resent_after_the_unlocks_release() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrant_release_resent_makes_two_holders() {
     let s = servers(3);
-    let urls: Vec<String> = s.iter().map(Server::url).collect();
+    let urls: Vec<String> = urls(&s);
     let l = locker(&urls, 2000);
     let opts = LockOptions::new().owner("svc").reentrant(true);
     let a = l.acquire("job", &opts).await.unwrap();

@@ -5,7 +5,6 @@ use crate::stats::{percentile, us};
 use redis_lock_testkit::Server;
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub struct Row {
@@ -29,30 +28,10 @@ fn ping_latency(c: &mut redis::Connection) -> (f64, f64) {
     )
 }
 
+/// Pipelined `LOCK.ACQUIRE` on new keys (20 clients, 32 deep).
 fn acquire_rps(port: u16) -> f64 {
-    let out = Command::new("redis-benchmark")
-        .args([
-            "-p",
-            &port.to_string(),
-            "-c",
-            "20",
-            "-P",
-            "32",
-            "-n",
-            "300000",
-            "-r",
-            "100000000",
-            "--csv",
-        ])
-        .args(["LOCK.ACQUIRE", "new:__rand_int__", "owner", "60000"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .nth(1)
-        .and_then(|l| l.split(',').nth(1))
-        .and_then(|f| f.trim_matches('"').parse().ok())
-        .unwrap_or(0.0)
+    let args = ["LOCK.ACQUIRE", "new:__rand_int__", "owner", "60000"].map(String::from);
+    crate::server_side::benchmark(port, 32, 300_000, 100_000_000, &args)
 }
 
 fn measure(server: &Server, c: &mut redis::Connection, label: String) -> Row {

@@ -18,7 +18,7 @@ mod stats;
 mod svg;
 
 use peers::Kind;
-use redis_lock_testkit::Server;
+use redis_lock_testkit::{urls, Server};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -205,8 +205,8 @@ async fn main() {
         "[3/5] quorum client vs floor and peers, {} interleaved rounds...",
         plan.quorum_rounds
     );
-    let nodes: Vec<Server> = (0..5).map(|_| Server::start()).collect();
-    let all_urls: Vec<String> = nodes.iter().map(Server::url).collect();
+    let nodes: Vec<Server> = Server::start_n(5);
+    let all_urls: Vec<String> = urls(&nodes);
     let rounds =
         quorum_rounds::run(&all_urls, plan.quorum_rounds, plan.iterations, plan.secs).await;
     writeln!(md, "\n## 3. Quorum lock + unlock\n\nUncontended lock + unlock on N local servers with the module: sequential latency over {} cycles (p50, p99), then throughput with 1, 16 and 64 concurrent tasks ({} s each, a name per task). {} interleaved rounds: round r runs every client once (in an order rotated each round) before round r + 1; each figure is the median over rounds with the min–max in brackets.\n\n- **floor**: the cheapest fan-out a client can do. A lock + unlock needs two round trips to the N nodes, so two rounds of N `PING`s *joined on the calling task* (`futures::future::join_all`) over one persistent multiplexed connection per node. The spawned-task variant (a tokio task per node per round, as the floor was measured before) is shown for reference only.\n- **redis-lock**: the Rust client's `try_lock` + `unlock`, fencing on (the default) and off; the **Python package** `redis_lock_client` is the same client behind PyO3 (`lock(name, auto_renew=False).release()`), threads instead of tasks.\n- **peers** use their own SET NX PX + Lua recipe on the same servers (redis-py's Lock only at N = 1: it is not a quorum lock).\n", plan.iterations, plan.secs, plan.quorum_rounds).unwrap();

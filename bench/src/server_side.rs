@@ -79,7 +79,13 @@ fn prepare(c: &mut redis::Connection, setup: Setup) {
 }
 
 /// requests per second reported by redis-benchmark --csv.
-fn benchmark(port: u16, pipeline: u32, requests: usize, keyspace: usize, args: &[String]) -> f64 {
+pub fn benchmark(
+    port: u16,
+    pipeline: u32,
+    requests: usize,
+    keyspace: usize,
+    args: &[String],
+) -> f64 {
     let out = Command::new("redis-benchmark")
         .args([
             "-p",

@@ -48,8 +48,8 @@ pub fn random_owner() -> String {
 pub(crate) const WAIT_SLACK: Duration = Duration::from_millis(250);
 
 /// The least time a won acquisition waits for its slower nodes' grants
-/// before it runs a fencing round (`Round::settle_tokens`).
-const SETTLE_GRACE_MIN: Duration = Duration::from_millis(1);
+/// before it runs a fencing round (`Round::await_holders`).
+const HOLDERS_GRACE_MIN: Duration = Duration::from_millis(1);
 
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
 pub(crate) const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
@@ -177,20 +177,24 @@ impl Round {
         (self.tally, late)
     }
 
-    /// A won acquisition whose first grants disagree on the token would
-    /// need a fencing round, a round trip more; but the requests still in
-    /// flight were sent with the others and their grants usually settle it
-    /// (with every grant in, a majority is at the quorum token). Under
-    /// concurrency that is common: requests of different locks reach the
-    /// nodes in different orders, and each node's counter is shared by all
-    /// names. Wait for them at most `grace`, then let the fencing round do
-    /// the rest.
-    async fn settle_tokens(&mut self, grace: Duration) {
-        if self.tally.settled() || self.pending.is_empty() {
+    /// A won acquisition's `token` must be held by a majority before the
+    /// lock is returned; where the first grants disagree, a fencing round
+    /// raises the others, a round trip more. But the requests still in
+    /// flight were sent with the others, and under concurrency their grants
+    /// often are at the token already (requests of different locks reach
+    /// the nodes in different orders, and each node's counter is shared by
+    /// all names, so one lock's grants differ by the other's). Wait for
+    /// them at most `grace`, then let the fencing round do the rest. The
+    /// token stays what the first grants made it: a later grant only counts
+    /// toward the majority holding it (taking the majority-th smallest of
+    /// all grants instead would favour exactly the nodes whose counters lag,
+    /// e.g. one restarted with its clock set back).
+    async fn await_holders(&mut self, token: u64, grace: Duration) {
+        if self.tally.majority_holds(token) || self.pending.is_empty() {
             return;
         }
-        let settled = async { while !self.tally.settled() && self.next().await {} };
-        let _ = tokio::time::timeout(grace, settled).await;
+        let held = async { while !self.tally.majority_holds(token) && self.next().await {} };
+        let _ = tokio::time::timeout(grace, held).await;
     }
 
     fn verdict(&self) -> Verdict {
@@ -471,11 +475,12 @@ impl Locker {
             .await;
         let verdict = round.verdict();
         if verdict == Verdict::Quorum {
+            let token = round.tally.quorum_token();
             if cfg.fencing {
                 // As long again as the majority took: the stragglers' replies
                 // are usually on their way; a stalled node costs that much.
-                let grace = start.elapsed().max(SETTLE_GRACE_MIN);
-                Box::pin(round.settle_tokens(grace)).await;
+                let grace = start.elapsed().max(HOLDERS_GRACE_MIN);
+                Box::pin(round.await_holders(token, grace)).await;
             }
             // A won lock should still land on every node that answers, and
             // a grant that lands after the lock was let go is released.
@@ -492,7 +497,7 @@ impl Locker {
                     Some(deadline.deadline()),
                 ),
             }
-            let mut lock = Lock::granted(req, tally.quorum_token(), start, shared.clone());
+            let mut lock = Lock::granted(req, token, start, shared.clone());
             match self.fence(&tally, &mut lock, start).await {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
@@ -532,14 +537,14 @@ impl Locker {
         start: Instant,
     ) -> Result<(), Error> {
         let cfg = &self.inner.config;
-        let behind: Vec<usize> = grants
-            .yes
-            .iter()
-            .filter(|&&(_, t)| t < lock.token())
-            .map(|&(i, _)| i)
-            .collect();
-        let at_max = grants.yes.len() - behind.len();
-        if cfg.fencing && !behind.is_empty() && at_max < quorum::majority(self.inner.nodes.len()) {
+        if cfg.fencing && !grants.majority_holds(lock.token()) {
+            let behind: Vec<usize> = grants
+                .yes
+                .iter()
+                .filter(|&&(_, t)| t < lock.token())
+                .map(|&(i, _)| i)
+                .collect();
+            let at_max = grants.holding(lock.token());
             let mut cmd = lock_cmd("LOCK.FENCE", lock.name(), lock.owner());
             cmd.arg(lock.token());
             let token = lock.token();

@@ -155,16 +155,15 @@ impl Tally {
         tokens.get(majority(self.nodes) - 1).copied().unwrap_or(0)
     }
 
-    /// A majority of the grants is at least the quorum token already: the
-    /// fencing round has nothing to raise. (With every node's grant in, this
-    /// always holds: the majority-th smallest is at most the rest.)
-    pub fn settled(&self) -> bool {
-        if self.common_token().is_some() {
-            return true;
-        }
-        let token = self.quorum_token();
-        let at_token = self.yes.iter().filter(|&&(_, t)| t >= token).count();
-        self.yes.len() >= majority(self.nodes) && at_token >= majority(self.nodes)
+    /// How many grants are at least `token`: the nodes that already hold
+    /// it (a lock is returned once a majority does).
+    pub fn holding(&self, token: u64) -> usize {
+        self.yes.iter().filter(|&&(_, t)| t >= token).count()
+    }
+
+    /// A majority of the nodes already holds `token`: nothing to fence.
+    pub fn majority_holds(&self, token: u64) -> bool {
+        self.holding(token) >= majority(self.nodes)
     }
 
     /// The token, when a majority granted and every grant is that one
@@ -213,32 +212,28 @@ mod tests {
     }
 
     #[test]
-    fn grants_that_differ_are_settled_once_a_majority_is_at_the_token() {
+    fn the_quorum_token_and_the_nodes_holding_it() {
         let mut t = Tally::new(3);
         t.add(0, Answer::Yes(7));
-        assert!(!t.settled(), "no majority yet");
+        assert_eq!(t.quorum_token(), 0, "no majority yet");
         t.add(1, Answer::Yes(9));
-        assert_eq!(t.quorum_token(), 9);
-        assert!(!t.settled(), "only one of two grants is at 9: fence");
-        t.add(2, Answer::Yes(7));
-        assert_eq!(t.quorum_token(), 7, "with all three, the 2nd smallest");
-        assert!(t.settled(), "all three are >= 7");
+        assert_eq!(t.quorum_token(), 9, "of two grants, the larger");
+        assert_eq!(t.holding(9), 1, "the other needs fencing");
+        assert!(!t.majority_holds(9));
+        t.add(2, Answer::Yes(9));
+        assert_eq!(t.holding(9), 2, "a later grant at 9 makes a majority");
+        assert!(t.majority_holds(9));
+        assert_eq!(t.quorum_token(), 9, "with all three, the 2nd smallest");
 
         let mut t = Tally::new(5);
-        for (i, token) in [(0, 5), (1, 5), (2, 8)] {
+        for (i, token) in [(0, 5), (1, 5), (2, 5)] {
             t.add(i, Answer::Yes(token));
         }
-        assert!(!t.settled(), "token 8 on one node of the three");
+        assert_eq!((t.quorum_token(), t.holding(5)), (5, 3), "equal grants");
         t.add(3, Answer::Yes(8));
-        assert!(!t.settled(), "3rd smallest of four is 8: on two nodes");
-        t.add(4, Answer::Yes(6));
-        assert_eq!(t.quorum_token(), 6);
-        assert!(t.settled());
-
-        let mut t = Tally::new(3);
-        t.add(0, Answer::Yes(4));
-        t.add(1, Answer::Yes(4));
-        assert!(t.settled(), "equal grants need no fencing");
+        t.add(4, Answer::Yes(4));
+        assert_eq!(t.quorum_token(), 5, "3rd smallest of five");
+        assert_eq!(t.holding(5), 4);
     }
 
     #[test]

@@ -110,10 +110,20 @@ pub struct Server {
     load_module: bool,
 }
 
+/// The URLs of `servers`, in order: what a Locker is built from.
+pub fn urls(servers: &[Server]) -> Vec<String> {
+    servers.iter().map(Server::url).collect()
+}
+
 impl Server {
     /// A plain server: no persistence, the module with default settings.
     pub fn start() -> Server {
         Server::with(&[], &[])
+    }
+
+    /// `n` plain servers: the nodes of a quorum.
+    pub fn start_n(n: usize) -> Vec<Server> {
+        (0..n).map(|_| Server::start()).collect()
     }
 
     /// `args` go to redis-server (`--name value` pairs), `module_args` after

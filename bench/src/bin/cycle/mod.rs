@@ -7,7 +7,7 @@
 use redis::aio::MultiplexedConnection;
 use redis_lock_bench::fanout;
 use redis_lock_client::{Builder, Locker};
-use redis_lock_testkit::{command_calls, Server};
+use redis_lock_testkit::{command_calls, urls, Server};
 use std::time::Duration;
 
 pub struct Load {
@@ -20,8 +20,8 @@ impl Load {
     /// `n` servers with the module, a Locker and one multiplexed connection
     /// per server; the servers stop when the Load is dropped.
     pub async fn start(n: usize) -> Load {
-        let nodes: Vec<Server> = (0..n).map(|_| Server::start()).collect();
-        let urls: Vec<String> = nodes.iter().map(Server::url).collect();
+        let nodes: Vec<Server> = Server::start_n(n);
+        let urls = urls(&nodes);
         let locker = Builder::new(&urls)
             .ttl(Duration::from_secs(10))
             .build()
