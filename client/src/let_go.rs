@@ -5,9 +5,10 @@
 
 use crate::error::Error;
 use crate::lock::{Lock, Shared};
-use crate::locker::{acquire_answer, Locker, Pending, Request};
+use crate::locker::{Locker, Request};
 use crate::node::is_timeout;
 use crate::quorum::{Answer, Tally};
+use crate::round::{acquire_answer, Pending};
 use futures_util::stream::StreamExt;
 use std::sync::Weak;
 use std::time::{Duration, Instant};

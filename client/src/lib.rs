@@ -33,6 +33,7 @@ mod node;
 mod options;
 mod pending;
 pub mod quorum;
+mod round;
 mod status;
 mod stragglers;
 mod waiting;

@@ -6,18 +6,17 @@ use crate::config::Config;
 use crate::error::{Error, NodeFailure};
 use crate::let_go::release_timed_out;
 use crate::lock::{Lock, Shared};
-use crate::node::{timed_out, within, Failure, Node};
+use crate::node::{within, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
+use crate::round::{acquire_answer, code_answer, Classify, Late, Pending, Reply, Round};
 use crate::stragglers::Stragglers;
-use futures_util::future::{BoxFuture, FutureExt};
+use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::{Cmd, Value};
-use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-use tokio::time::Sleep;
 
 pub(crate) struct Inner {
     pub(crate) nodes: Vec<Arc<Node>>,
@@ -53,167 +52,6 @@ const HOLDERS_GRACE_MIN: Duration = Duration::from_millis(1);
 
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
 pub(crate) const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
-
-pub(crate) fn failed(e: Failure) -> Answer {
-    match e {
-        Failure::Transient(cause) => Answer::Failed(cause),
-        Failure::Rejected(message) => Answer::Rejected(message),
-    }
-}
-
-pub(crate) fn acquire_answer(reply: Result<Value, Failure>) -> Answer {
-    match reply {
-        Ok(Value::Int(token)) if token > 0 => Answer::Yes(token as u64),
-        Ok(Value::Nil) => Answer::Busy,
-        Ok(other) => Answer::Failed(format!("unexpected reply {other:?}")),
-        Err(e) => failed(e),
-    }
-}
-
-/// Replies of RELEASE/EXTEND: 1 yes, 0 another owner, -1 not held.
-pub(crate) fn code_answer(reply: Result<Value, Failure>) -> Answer {
-    match reply {
-        Ok(Value::Int(1)) => Answer::Yes(0),
-        Ok(Value::Int(0)) => Answer::Busy,
-        Ok(Value::Int(-1)) => Answer::Gone,
-        Ok(other) => Answer::Failed(format!("unexpected reply {other:?}")),
-        Err(e) => failed(e),
-    }
-}
-
-type Classify = fn(Result<Value, Failure>) -> Answer;
-
-/// One node's reply, tagged with the node's index.
-pub(crate) type Reply = (usize, Result<Value, Failure>);
-
-/// Requests in flight, polled on the caller's task: joining the futures
-/// costs far less than a spawned task per node per round.
-pub(crate) type Pending = crate::pending::Pending<Reply>;
-
-/// A round's answers so far and the requests still in flight, all under
-/// one deadline (one timer per round, not one per request).
-struct Round {
-    tally: Tally,
-    pending: Pending,
-    classify: Classify,
-    /// Which nodes are still to answer.
-    waiting: Vec<bool>,
-    deadline: Pin<Box<Sleep>>,
-    timeout: Duration,
-    /// Every request went out on a shared connection that was already open
-    /// when the round began: nothing reaches a node late except through
-    /// that connection, ahead of any later request on it (an unlock's
-    /// RELEASE), so a straggler needs only to be driven, not settled.
-    on_open_connections: bool,
-}
-
-impl Round {
-    /// Tally the next reply; false once every node answered or the deadline
-    /// passed (the nodes still silent are then tallied as timed out).
-    async fn next(&mut self) -> bool {
-        if self.pending.is_empty() {
-            return false;
-        }
-        tokio::select! {
-            // A reply that is in counts even if the deadline passed too (and
-            // no random branch order to draw per poll).
-            biased;
-            Some((i, reply)) = self.pending.next() => {
-                self.record(i, reply);
-                true
-            }
-            _ = &mut self.deadline => {
-                for (i, waiting) in self.waiting.iter_mut().enumerate() {
-                    if std::mem::take(waiting) {
-                        self.tally.add(i, failed(timed_out(self.timeout)));
-                    }
-                }
-                self.pending = Pending::new();
-                false
-            }
-        }
-    }
-
-    /// Tally the replies that are already in, without waiting: under load
-    /// the last node's reply often came with the deciding one, and then
-    /// nothing is left in flight to hand over.
-    fn take_ready(&mut self) {
-        while let Some(Some((i, reply))) = self.pending.next().now_or_never() {
-            self.record(i, reply);
-        }
-    }
-
-    /// Node `i` answered.
-    fn record(&mut self, i: usize, reply: Result<Value, Failure>) {
-        self.waiting[i] = false;
-        self.tally.add(i, (self.classify)(reply));
-    }
-
-    /// Wait for the stragglers too (until the round's deadline).
-    async fn finish(mut self) -> Tally {
-        while self.next().await {}
-        self.tally
-    }
-
-    /// The verdict is in: let the stragglers complete in the background
-    /// (until the round's deadline).
-    fn detach(self, stragglers: &Stragglers) -> Tally {
-        let (tally, late) = self.split();
-        if let Late::OnOpen(pending, deadline) | Late::Drive(pending, deadline) = late {
-            stragglers.drive(deadline, pending);
-        }
-        tally
-    }
-
-    /// The answers so far, and the requests still in flight.
-    fn split(self) -> (Tally, Late) {
-        let late = if self.pending.is_empty() {
-            Late::None
-        } else if self.on_open_connections {
-            Late::OnOpen(self.pending, self.deadline)
-        } else {
-            Late::Drive(self.pending, self.deadline)
-        };
-        (self.tally, late)
-    }
-
-    /// A won acquisition's `token` must be held by a majority before the
-    /// lock is returned; where the first grants disagree, a fencing round
-    /// raises the others, a round trip more. But the requests still in
-    /// flight were sent with the others, and under concurrency their grants
-    /// often are at the token already (requests of different locks reach
-    /// the nodes in different orders, and each node's counter is shared by
-    /// all names, so one lock's grants differ by the other's). Wait for
-    /// them at most `grace`, then let the fencing round do the rest. The
-    /// token stays what the first grants made it: a later grant only counts
-    /// toward the majority holding it (taking the majority-th smallest of
-    /// all grants instead would favour exactly the nodes whose counters lag,
-    /// e.g. one restarted with its clock set back).
-    async fn await_holders(&mut self, token: u64, grace: Duration) {
-        if self.tally.majority_holds(token) || self.pending.is_empty() {
-            return;
-        }
-        let held = async { while !self.tally.majority_holds(token) && self.next().await {} };
-        let _ = tokio::time::timeout(grace, held).await;
-    }
-
-    fn verdict(&self) -> Verdict {
-        self.tally
-            .early()
-            .unwrap_or_else(|| self.tally.final_verdict())
-    }
-}
-
-/// The requests of a decided round still in flight.
-enum Late {
-    None,
-    /// Each went out on a connection that was open: nothing to settle, only
-    /// to drive until sent and answered (the Locker's straggler task), at
-    /// most until the round's deadline (its timer goes along: no new one).
-    OnOpen(Pending, Pin<Box<Sleep>>),
-    /// Some were still connecting: drive them until that deadline.
-    Drive(Pending, Pin<Box<Sleep>>),
-}
 
 /// Late replies of an acquisition, handled after it returned (until
 /// `until`, if the requests have no deadline of their own): a grant that
@@ -361,28 +199,15 @@ impl Locker {
         classify: Classify,
         resend: bool,
     ) -> Round {
-        let n = self.inner.nodes.len();
-        let mut round = Round {
-            tally: Tally::new(n),
-            pending: Pending::new(),
-            classify,
-            waiting: vec![false; n],
-            deadline: Box::pin(tokio::time::sleep(timeout)),
-            timeout,
-            on_open_connections: false,
-        };
         // A blocking WAIT must not hold up the node's shared connection.
         let dedicated = cmd
             .args_iter()
             .any(|a| matches!(a, redis::Arg::Simple(b) if b == b"WAIT"));
-        round.on_open_connections =
-            !dedicated && targets.iter().all(|&i| self.inner.nodes[i].is_connected());
+        let on_open = !dedicated && targets.iter().all(|&i| self.inner.nodes[i].is_connected());
+        let mut round = Round::new(self.inner.nodes.len(), timeout, classify, on_open);
         let cmd = Arc::new(cmd);
         for &i in targets {
-            round.waiting[i] = true;
-            round
-                .pending
-                .push(self.send(i, cmd.clone(), None, dedicated, resend));
+            round.push(i, self.send(i, cmd.clone(), None, dedicated, resend));
         }
         while round.next().await {
             if self.inner.config.fail_fast && round.tally.early().is_some() {

@@ -13,7 +13,7 @@
 //! runtime that is alive but idle (a kept `current_thread` runtime) would
 //! never run.
 
-use crate::locker::Pending;
+use crate::round::Pending;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::pin::Pin;
 use std::sync::Mutex;

@@ -23,12 +23,10 @@
 use crate::error::Error;
 use crate::let_go::{mark_unsure, withdraw_late, Caller, Cancel, UNSURE};
 use crate::lock::{Lock, Shared};
-use crate::locker::{
-    acquire_answer, lock_cmd, ms, settle_late, Locker, Pending, Request, MAX_SERVER_WAIT,
-    WAIT_SLACK,
-};
+use crate::locker::{lock_cmd, ms, settle_late, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
 use crate::node::is_timeout;
 use crate::quorum::{self, Answer, Tally};
+use crate::round::{acquire_answer, Pending};
 use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::Cmd;
@@ -321,7 +319,7 @@ impl Locker {
                     // back. A RELEASE that timed out may still arrive later
                     // and free a grant we would count again: leave that
                     // server out of this acquisition.
-                    slots[i] = match reply.map_err(crate::locker::failed) {
+                    slots[i] = match reply.map_err(crate::round::failed) {
                         Ok(_) => Slot::Retry(Instant::now()),
                         Err(Answer::Failed(cause)) if is_timeout(&cause) => {
                             unsure[i] = true;
