@@ -59,28 +59,6 @@ async fn settled_nodes_grant_one_token_and_skip_the_fencing_round() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Raise `node`'s token counter to `token` (a FENCE of a lock of its own).
-fn raise_counter(node: &Server, token: u64) {
-    let mut c = node.conn();
-    let _: i64 = redis::cmd("LOCK.ACQUIRE")
-        .arg("push")
-        .arg("o")
-        .arg(10_000)
-        .query(&mut c)
-        .unwrap();
-    let _: i64 = redis::cmd("LOCK.FENCE")
-        .arg("push")
-        .arg("o")
-        .arg(token)
-        .query(&mut c)
-        .unwrap();
-    let _: i64 = redis::cmd("LOCK.RELEASE")
-        .arg("push")
-        .arg("o")
-        .query(&mut c)
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slower_nodes_grant_at_the_token_spares_the_fencing_round() {
     // Before each lock, nodes 1 and 2 are raised to one counter well
@@ -96,7 +74,7 @@ async fn a_slower_nodes_grant_at_the_token_spares_the_fencing_round() {
     for i in 0..30u64 {
         let ahead = base + i * 1_000_000;
         for node in &nodes[1..] {
-            raise_counter(node, ahead);
+            node.raise_token_counter(ahead);
         }
         let before: u64 = nodes.iter().map(fence_calls).sum();
         let name = format!("job:{i}");

@@ -18,7 +18,7 @@ mod stats;
 mod svg;
 
 use peers::Kind;
-use redis_lock_testkit::{urls, Server};
+use redis_lock_testkit::{align_token_counters, urls, Server};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -206,10 +206,12 @@ async fn main() {
         plan.quorum_rounds
     );
     let nodes: Vec<Server> = Server::start_n(5);
+    // As on nodes up for over a minute (see align_token_counters).
+    align_token_counters(&nodes);
     let all_urls: Vec<String> = urls(&nodes);
     let rounds =
         quorum_rounds::run(&all_urls, plan.quorum_rounds, plan.iterations, plan.secs).await;
-    writeln!(md, "\n## 3. Quorum lock + unlock\n\nUncontended lock + unlock on N local servers with the module: sequential latency over {} cycles (p50, p99), then throughput with 1, 16 and 64 concurrent tasks ({} s each, a name per task). {} interleaved rounds: round r runs every client once (in an order rotated each round) before round r + 1; each figure is the median over rounds with the min–max in brackets.\n\n- **floor**: the cheapest fan-out a client can do. A lock + unlock needs two round trips to the N nodes, so two rounds of N `PING`s *joined on the calling task* (`futures::future::join_all`) over one persistent multiplexed connection per node. The spawned-task variant (a tokio task per node per round, as the floor was measured before) is shown for reference only.\n- **redis-lock**: the Rust client's `try_lock` + `unlock`, fencing on (the default) and off; the **Python package** `redis_lock_client` is the same client behind PyO3 (`lock(name, auto_renew=False).release()`), threads instead of tasks.\n- **peers** use their own SET NX PX + Lua recipe on the same servers (redis-py's Lock only at N = 1: it is not a quorum lock).\n", plan.iterations, plan.secs, plan.quorum_rounds).unwrap();
+    writeln!(md, "\n## 3. Quorum lock + unlock\n\nUncontended lock + unlock on N local servers with the module: the nodes' fencing-token counters aligned first, as on nodes up for over a minute (a fresh node counts from its own start + 60 s); sequential latency over {} cycles (p50, p99), then throughput with 1, 16 and 64 concurrent tasks ({} s each, a name per task). {} interleaved rounds: round r runs every client once (in an order rotated each round) before round r + 1; each figure is the median over rounds with the min–max in brackets.\n\n- **floor**: the cheapest fan-out a client can do. A lock + unlock needs two round trips to the N nodes, so two rounds of N `PING`s *joined on the calling task* (`futures::future::join_all`) over one persistent multiplexed connection per node. The spawned-task variant (a tokio task per node per round, as the floor was measured before) is shown for reference only.\n- **redis-lock**: the Rust client's `try_lock` + `unlock`, fencing on (the default) and off; the **Python package** `redis_lock_client` is the same client behind PyO3 (`lock(name, auto_renew=False).release()`), threads instead of tasks.\n- **peers** use their own SET NX PX + Lua recipe on the same servers (redis-py's Lock only at N = 1: it is not a quorum lock).\n", plan.iterations, plan.secs, plan.quorum_rounds).unwrap();
     writeln!(md, "| client | N | p50 us | p99 us | ops/s x1 | ops/s x16 | ops/s x64 |\n|---|---:|---:|---:|---:|---:|---:|").unwrap();
     for r in &rounds.rows {
         writeln!(

@@ -110,6 +110,23 @@ pub struct Server {
     load_module: bool,
 }
 
+/// Raise every node's fencing-token counter to the highest among them, as
+/// on nodes that have run for over a minute: a fresh node counts from its
+/// own start time + 60 s, so the grants of nodes started one after another
+/// differ until the clocks pass that, and a quorum client fences where
+/// settled nodes would grant one token. For benchmarks and profiles.
+pub fn align_token_counters(nodes: &[Server]) {
+    let last = |n: &Server| -> u64 {
+        info_field(&mut n.conn(), "lock", "lock_last_token")
+            .parse()
+            .unwrap()
+    };
+    let top = nodes.iter().map(last).max().unwrap_or(0);
+    for n in nodes {
+        n.raise_token_counter(top);
+    }
+}
+
 /// The URLs of `servers`, in order: what a Locker is built from.
 pub fn urls(servers: &[Server]) -> Vec<String> {
     servers.iter().map(Server::url).collect()
@@ -119,6 +136,30 @@ impl Server {
     /// A plain server: no persistence, the module with default settings.
     pub fn start() -> Server {
         Server::with(&[], &[])
+    }
+
+    /// Raise this server's token counter to at least `token` (a FENCE of
+    /// a lock of its own, on a scratch key).
+    pub fn raise_token_counter(&self, token: u64) {
+        let mut c = self.conn();
+        let key = "redis-lock-testkit:raise";
+        let _: i64 = redis::cmd("LOCK.ACQUIRE")
+            .arg(key)
+            .arg("o")
+            .arg(10_000)
+            .query(&mut c)
+            .unwrap();
+        let _: i64 = redis::cmd("LOCK.FENCE")
+            .arg(key)
+            .arg("o")
+            .arg(token)
+            .query(&mut c)
+            .unwrap();
+        let _: i64 = redis::cmd("LOCK.RELEASE")
+            .arg(key)
+            .arg("o")
+            .query(&mut c)
+            .unwrap();
     }
 
     /// `n` plain servers: the nodes of a quorum.

@@ -1,5 +1,5 @@
 //! The load both measuring tools run (redis-lock-profile, redis-lock-allocs):
-//! N fresh servers and one lock + unlock cycle in one of three modes.
+//! N fresh servers (token counters aligned) and one lock + unlock cycle in one of three modes.
 //! `floor` = two rounds of N PINGs joined on one task; `raw` = the
 //! LOCK.ACQUIRE + LOCK.RELEASE pair the client sends, joined the same way,
 //! with no client logic; `ours` = the client's `try_lock` + `unlock`.
@@ -7,7 +7,7 @@
 use redis::aio::MultiplexedConnection;
 use redis_lock_bench::fanout;
 use redis_lock_client::{Builder, Locker};
-use redis_lock_testkit::{command_calls, urls, Server};
+use redis_lock_testkit::{align_token_counters, command_calls, urls, Server};
 use std::time::Duration;
 
 pub struct Load {
@@ -21,6 +21,7 @@ impl Load {
     /// per server; the servers stop when the Load is dropped.
     pub async fn start(n: usize) -> Load {
         let nodes: Vec<Server> = Server::start_n(n);
+        align_token_counters(&nodes);
         let urls = urls(&nodes);
         let locker = Builder::new(&urls)
             .ttl(Duration::from_secs(10))
