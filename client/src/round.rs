@@ -12,6 +12,7 @@ use std::pin::Pin;
 use std::time::Duration;
 use tokio::time::Sleep;
 
+/// A request that produced no reply: worth retrying, or refused for good.
 pub(crate) fn failed(e: Failure) -> Answer {
     match e {
         Failure::Transient(cause) => Answer::Failed(cause),
@@ -19,6 +20,7 @@ pub(crate) fn failed(e: Failure) -> Answer {
     }
 }
 
+/// Replies of ACQUIRE: the grant's token, or nil (held by another owner).
 pub(crate) fn acquire_answer(reply: Result<Value, Failure>) -> Answer {
     match reply {
         Ok(Value::Int(token)) if token > 0 => Answer::Yes(token as u64),
@@ -39,6 +41,7 @@ pub(crate) fn code_answer(reply: Result<Value, Failure>) -> Answer {
     }
 }
 
+/// How a round reads one node's reply.
 pub(crate) type Classify = fn(Result<Value, Failure>) -> Answer;
 
 /// One node's reply, tagged with the node's index.
