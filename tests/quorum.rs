@@ -389,3 +389,42 @@ async fn a_stopped_server_does_not_wedge_the_connection_to_it() {
     );
     drop((probe, held));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_auto_lock_is_lost_before_another_client_can_take_it() {
+    // A's renewals are held back on the network; B reaches the servers.
+    // Once A's validity has run out the servers may free the lock and B
+    // take it: A must say lost by then, not after its last EXTEND gives up
+    // (up to the node timeout later: two holders, found by an attack run).
+    let nodes = Server::start_n(3);
+    let proxies: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
+    let via_proxies: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    let a = Builder::new(&via_proxies)
+        .ttl(Duration::from_secs(1))
+        .node_timeout(Duration::from_millis(500))
+        .drift_factor(0.05) // A's validity ends ~50 ms before the servers' TTL
+        .build()
+        .unwrap();
+    let b = Builder::new(&urls(&nodes)).build().unwrap();
+    let guard = a.lock_auto("job", Duration::ZERO).await.unwrap();
+    let start = Instant::now();
+    for p in &proxies {
+        p.delay("LOCK.EXTEND", Duration::from_secs(30));
+    }
+    let lock_b = loop {
+        if let Ok(l) = b.try_lock("job").await {
+            break l;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "B never got the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    assert!(
+        guard.is_lost(),
+        "B holds the lock ({:?} in) while A's AutoLock says it still does",
+        start.elapsed()
+    );
+    b.unlock(&lock_b).await.unwrap();
+}

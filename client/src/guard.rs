@@ -92,13 +92,23 @@ impl Drop for AutoLock {
 }
 
 /// The watchdog: extend every ttl/3; on failure retry sooner while the lock
-/// is still valid; signal lost when it is not.
+/// is still valid; signal lost the moment it is not. An extension still
+/// under way when the validity ends does not hold the signal back: the
+/// servers may already have freed the lock and granted it to another
+/// client (an attack run saw a second holder for up to the node timeout,
+/// ~400 ms by default, while `is_lost()` said false).
 async fn renew(locker: Locker, mut lock: Lock, lost: watch::Sender<bool>) {
     let period = lock.ttl() / 3;
     let mut wait = period;
     loop {
         tokio::time::sleep(wait.min(lock.validity())).await;
-        match locker.extend(&mut lock).await {
+        let valid_until = lock.valid_until;
+        let extended = tokio::select! {
+            biased;
+            () = tokio::time::sleep_until(valid_until.into()) => break,
+            extended = locker.extend(&mut lock) => extended,
+        };
+        match extended {
             Ok(()) => wait = period,
             Err(Error::Expired) => break,
             Err(_) if lock.validity().is_zero() => break,
