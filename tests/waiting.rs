@@ -200,6 +200,59 @@ fn a_grant_to_a_client_that_just_left_is_passed_on() {
 }
 
 #[test]
+fn an_owner_that_renewed_a_hand_off_it_never_received_keeps_it() {
+    // X's WAIT is handed the lock, but X's connection is gone before the
+    // reply; X, retrying on another connection, renews or extends it
+    // ("yours"). The undelivered hand-off must not then be taken back and
+    // handed to Y: X and Y would both hold the lock (an attack run found it
+    // with SIGSTOP; MULTI makes the order exact: hand-off, hang-up, renewal).
+    for renewal in [
+        ["LOCK.ACQUIRE", "k", "x", "30000"],
+        ["LOCK.EXTEND", "k", "x", "30000"],
+    ] {
+        let s = Server::start();
+        let mut c = s.conn();
+        int(&mut c, "LOCK.ACQUIRE k h 30000");
+        let mut x = Pending::connect(s.port);
+        x.write(&["CLIENT", "ID"]);
+        let x_id = x.reply()[1..].to_string();
+        x.write(&["LOCK.ACQUIRE", "k", "x", "30000", "WAIT", "0"]);
+        wait_for_waiters(&mut c, "k", 1);
+        let y = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "y", "30000", "WAIT", "0"]);
+        wait_for_waiters(&mut c, "k", 2);
+        let (released, killed, renewed): (i64, i64, i64) = redis::pipe()
+            .atomic()
+            .cmd("LOCK.RELEASE")
+            .arg("k")
+            .arg("h")
+            .cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(&x_id)
+            .cmd(renewal[0])
+            .arg(&renewal[1..])
+            .query(&mut c)
+            .unwrap();
+        assert_eq!((released, killed), (1, 1));
+        assert!(
+            renewed > 0,
+            "{}: x holds the lock it was handed",
+            renewal[0]
+        );
+        std::thread::sleep(Duration::from_millis(100)); // past the take-back turn
+        assert_eq!(owner(&mut c, "k").as_deref(), Some("x"), "{}", renewal[0]);
+        assert!(
+            y.with_timeout(Duration::from_millis(200))
+                .reader
+                .fill_buf()
+                .is_err(),
+            "{}: y must not be handed the lock x holds",
+            renewal[0]
+        );
+    }
+}
+
+#[test]
 fn expiry_hands_off_on_the_module_timer() {
     let s = Server::start();
     let mut c = s.conn();

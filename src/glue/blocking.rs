@@ -42,6 +42,35 @@ static QUEUES: Lazy<Mutex<Queues<usize>>> = Lazy::new(Default::default);
 /// The one timer for the earliest WAIT deadline: (timer id, due at).
 static DEADLINE_TIMER: Mutex<Option<(u64, Millis)>> = Mutex::new(None);
 
+/// Tokens of grants handed to a waiter whose reply has not gone out yet. A
+/// grant whose client went away before the reply is taken back on the next
+/// event-loop turn (`take_back`), unless its owner claimed it meanwhile
+/// (`claimed`). Main thread only; holds only the hand-offs of this turn.
+static IN_FLIGHT: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+fn in_flight() -> MutexGuard<'static, Vec<u64>> {
+    IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Take `token` off the in-flight list; false if it was not there.
+fn settled_in_flight(token: u64) -> bool {
+    let mut list = in_flight();
+    let found = list.iter().position(|&t| t == token);
+    found.map(|at| list.swap_remove(at)).is_some()
+}
+
+/// The owner of the lock with `token` acted on it (renewed, extended,
+/// re-entered, dropped a hold) and so knows it holds it: a hand-off of it
+/// that never reached the owner's WAIT must not be taken back from under it.
+/// Without this, an owner that lost its WAIT connection and retried on
+/// another one was told "yours" and then lost the lock to the next waiter:
+/// two holders (an attack run, helper-11).
+pub fn claimed(token: u64) {
+    if !in_flight().is_empty() {
+        settled_in_flight(token);
+    }
+}
+
 /// How long a write that must wait for a write pause is put off.
 const PAUSE_RETRY_MS: Millis = 20;
 
@@ -286,6 +315,9 @@ pub fn settle(ctx: Ctx, name: RawString) {
 }
 
 fn unblock(handle: usize, outcome: Outcome, id: &KeyId, owner: Box<[u8]>) {
+    if let Outcome::Token(token) = outcome {
+        in_flight().push(token);
+    }
     let grant = Box::new(Grant {
         outcome,
         db: id.0,
@@ -322,6 +354,9 @@ extern "C" fn on_reply(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_in
         match grant {
             Some(grant) => {
                 grant.delivered = true;
+                if let Outcome::Token(token) = grant.outcome {
+                    settled_in_flight(token);
+                }
                 match grant.outcome {
                     Outcome::Token(token) => Ctx(ctx).reply_int(token as i64),
                     Outcome::Error(msg) => Ctx(ctx).error(msg),
@@ -384,24 +419,30 @@ unsafe extern "C" fn free_grant(ctx: RawCtx, privdata: *mut c_void) {
     // Redis calls this exactly once per unblocked handle.
     let grant = Box::from_raw(privdata.cast::<Grant>());
     if let (false, Outcome::Token(token)) = (grant.delivered, &grant.outcome) {
-        let undelivered = (grant.db, grant.key.clone(), grant.owner.clone(), *token);
+        if !in_flight().contains(token) {
+            return; // claimed by its owner already
+        }
+        let entry = (grant.db, grant.key.clone(), grant.owner.clone(), *token);
         let _ = std::panic::catch_unwind(|| {
-            Context::new(ctx).create_timer(Duration::ZERO, take_back, undelivered);
+            Context::new(ctx).create_timer(Duration::ZERO, take_back, entry);
         });
     }
 }
 
 /// Release a lock granted to a client that never saw the grant, then hand
 /// it on.
-fn take_back(context: &Context, undelivered: (i32, Box<[u8]>, Box<[u8]>, u64)) {
+fn take_back(context: &Context, entry: (i32, Box<[u8]>, Box<[u8]>, u64)) {
     let ctx = Ctx(context.ctx);
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if crate::glue::ffi::writes_paused() {
             let retry = Duration::from_millis(PAUSE_RETRY_MS);
-            context.create_timer(retry, take_back, undelivered);
+            context.create_timer(retry, take_back, entry);
             return;
         }
-        let (db, key, owner, token) = undelivered;
+        let (db, key, owner, token) = entry;
+        if !settled_in_flight(token) {
+            return; // its owner claimed it meanwhile
+        }
         let home = ctx.selected_db();
         if ctx.select_db(db) {
             let name = ctx.create_string(&key);
