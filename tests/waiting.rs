@@ -253,6 +253,51 @@ fn an_owner_that_renewed_a_hand_off_it_never_received_keeps_it() {
 }
 
 #[test]
+fn a_wait_that_ran_out_during_a_stall_is_not_granted_after_it() {
+    // The lock expires at 200 ms, the WAIT gives up at 500 ms; the server
+    // is stopped for 1 s. When it resumes both timers are due, and the
+    // key's (earlier) ran first and handed the lock to a waiter whose WAIT
+    // had ended: it got a token a second late (an attack run, helper-11).
+    let s = Server::start();
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE k h 200");
+    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "w", "30000", "WAIT", "500"]);
+    wait_for_waiters(&mut c, "k", 1);
+    s.signal("STOP");
+    std::thread::sleep(Duration::from_millis(1000));
+    s.signal("CONT");
+    assert_eq!(w.token(), None, "the WAIT had run out: nil, not a grant");
+    assert_eq!(owner(&mut c, "k"), None, "nobody holds it");
+}
+
+#[test]
+fn a_wall_clock_stepped_back_does_not_hold_back_a_wait_timeout() {
+    // Module timers run on the wall clock (Redis 7.0): stepped back 10 s,
+    // a WAIT of 1 s used to end after 11 s.
+    let dir = std::env::temp_dir().join(format!("redis-lock-waitstep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clock = redis_lock_testkit::shim::ClockOffset::new(&dir);
+    let env = clock.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let s = Server::with_env(&[], &[], &env);
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE k h 30000");
+    let started = Instant::now();
+    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "w", "30000", "WAIT", "1000"]);
+    wait_for_waiters(&mut c, "k", 1);
+    std::thread::sleep(Duration::from_millis(300));
+    clock.set(-10);
+    assert_eq!(w.token(), None);
+    let took = started.elapsed();
+    clock.set(0);
+    assert!(
+        took < Duration::from_millis(2500),
+        "a WAIT of 1 s ended after {took:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn expiry_hands_off_on_the_module_timer() {
     let s = Server::start();
     let mut c = s.conn();

@@ -210,16 +210,27 @@ fn on_deadline(context: &Context, (): ()) {
     let ctx = Ctx(context.ctx);
     let _ = std::panic::catch_unwind(|| {
         *deadline_timer() = None;
-        let due = queues().expire_due(clock::now_ms());
-        for (id, w) in due {
-            stats::wait_timed_out();
-            unblock(w.handle, Outcome::TimedOut, &id, w.owner);
-        }
+        time_out_due(clock::now_ms());
         let next = queues().next_deadline();
         if let Some(at) = next {
             arm_deadline(ctx, at); // not yet passed, so at least 1 ms away
         }
     });
+}
+
+/// Reply nil to every waiter whose WAIT deadline has passed. Besides the
+/// deadline timer, from the server cron (module timers run on the wall
+/// clock in Redis 7.0, so a clock stepped back N s held them back N s; the
+/// cron runs on the event loop's monotonic clock) and before every
+/// hand-off (after a stall the key's timer can run before the deadline
+/// timer, and the head of the queue was handed a lock its WAIT had given
+/// up on). Both found by an attack run (helper-11).
+pub fn time_out_due(now: Millis) {
+    let due = queues().expire_due(now);
+    for (id, w) in due {
+        stats::wait_timed_out();
+        unblock(w.handle, Outcome::TimedOut, &id, w.owner);
+    }
 }
 
 /// (Re)arm the check timer of a key with waiters.
@@ -287,6 +298,7 @@ pub fn settle(ctx: Ctx, name: RawString) {
         drop(key);
         return arm(ctx, id, left); // no new grants while the guard is up
     }
+    time_out_due(now);
     let Some(next) = queues().pop_front(&id) else {
         return;
     };

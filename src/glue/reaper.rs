@@ -73,7 +73,10 @@ pub unsafe extern "C" fn on_cron(
         .cast::<raw::RedisModuleCronLoopInfo>()
         .as_ref()
         .map_or(10, |info| info.hz);
-    let _ = std::panic::catch_unwind(|| tick(Ctx(ctx), tick_budget(hz)));
+    let _ = std::panic::catch_unwind(|| {
+        crate::glue::blocking::time_out_due(clock::now_ms());
+        tick(Ctx(ctx), tick_budget(hz))
+    });
 }
 
 /// What one SCAN step found.
