@@ -298,6 +298,27 @@ fn a_wall_clock_stepped_back_does_not_hold_back_a_wait_timeout() {
 }
 
 #[test]
+fn an_expired_lock_is_counted_once_when_a_newcomer_finds_it_queued_for() {
+    // The lock expires during a write pause (no hand-off then); a plain
+    // ACQUIRE held by the pause runs first at its end, finds the lock
+    // expired but queued for (nil: no barging), and the key's timer then
+    // expires it and hands it on. It used to be counted as expired by both.
+    let s = Server::start();
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE k h 100");
+    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "w", "30000", "WAIT", "0"]);
+    wait_for_waiters(&mut c, "k", 1);
+    q(&mut c, "CLIENT PAUSE 10000 WRITE").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut newcomer = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "z", "30000"]);
+    std::thread::sleep(Duration::from_millis(50));
+    q(&mut c, "CLIENT UNPAUSE").unwrap();
+    assert_eq!(newcomer.reply(), "$-1", "queued for: no barging");
+    assert!(w.token().is_some(), "the waiter gets it");
+    assert_eq!(info_field(&mut c, "lock", "lock_expired"), "1");
+}
+
+#[test]
 fn expiry_hands_off_on_the_module_timer() {
     let s = Server::start();
     let mut c = s.conn();

@@ -455,6 +455,9 @@ fn take_back(context: &Context, entry: (i32, Box<[u8]>, Box<[u8]>, u64)) {
         if !settled_in_flight(token) {
             return; // its owner claimed it meanwhile
         }
+        if ctx.is_replica() {
+            return; // demoted since the hand-off: the new primary decides
+        }
         let home = ctx.selected_db();
         if ctx.select_db(db) {
             let name = ctx.create_string(&key);

@@ -113,7 +113,6 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
                 if let Some(e) = new_owner() {
                     return ctx.error(&e);
                 }
-                stats::expired(); // an expired lock is replaced below
             }
         },
     }
@@ -132,6 +131,11 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     let Some(token) = TOKENS.next(floor) else {
         return ctx.error(fencing::EXHAUSTED);
     };
+    if matches!(key.slot(), Slot::Lock(_)) {
+        // Counted only here, where it is replaced: a request refused above
+        // (guard, queue) leaves it to the reaper, which counts it then.
+        stats::expired();
+    }
     let granted = key.set(Lock::new(req.owner, token, req.ttl, now));
     stats::acquired();
     ctx.replicate_grant(argv, granted.token);
