@@ -428,3 +428,29 @@ async fn an_auto_lock_is_lost_before_another_client_can_take_it() {
     );
     b.unlock(&lock_b).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_but_successful_renewals_do_not_lose_an_auto_lock() {
+    // Every EXTEND takes 220 ms (under the 300 ms node timeout, well inside
+    // the 600 ms TTL): each renewal must start early enough to finish before
+    // the validity ends, not be cut off there (a false "lost", found by an
+    // attack run on the fix above).
+    let nodes = Server::start_n(3);
+    let proxies: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
+    let via_proxies: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    let a = Builder::new(&via_proxies)
+        .ttl(Duration::from_millis(600))
+        .node_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let guard = a.lock_auto("job", Duration::ZERO).await.unwrap();
+    for p in &proxies {
+        p.delay("LOCK.EXTEND", Duration::from_millis(220));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!guard.is_lost(), "lost while every renewal succeeded");
+    let held = nodes
+        .iter()
+        .filter(|n| status(&mut n.conn(), "job").is_some());
+    assert_eq!(held.count(), 3, "still renewed on every server");
+}

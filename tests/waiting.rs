@@ -253,6 +253,65 @@ fn an_owner_that_renewed_a_hand_off_it_never_received_keeps_it() {
 }
 
 #[test]
+fn another_locks_owner_cannot_claim_a_hand_off_that_shares_its_token() {
+    // LOCK.FENCE can give lock `a` the very token of `k`'s undelivered
+    // hand-off to x; `a`'s owner extending `a` must not stop the take-back
+    // (k would stay with x, who never learned of it, until its TTL).
+    let s = Server::start();
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE k h 30000");
+    let ta = int(&mut c, "LOCK.ACQUIRE a me 30000");
+    let m = (ta + 1000).to_string(); // the hand-off's token: exactly MINTOKEN
+    let mut x = Pending::connect(s.port);
+    x.write(&["CLIENT", "ID"]);
+    let x_id = x.reply()[1..].to_string();
+    x.write(&[
+        "LOCK.ACQUIRE",
+        "k",
+        "x",
+        "30000",
+        "WAIT",
+        "0",
+        "MINTOKEN",
+        &m,
+    ]);
+    wait_for_waiters(&mut c, "k", 1);
+    let y = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "y", "30000", "WAIT", "0"]);
+    wait_for_waiters(&mut c, "k", 2);
+    let replies: Vec<i64> = redis::pipe()
+        .atomic()
+        .cmd("LOCK.RELEASE")
+        .arg("k")
+        .arg("h")
+        .cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&x_id)
+        .cmd("LOCK.FENCE")
+        .arg("a")
+        .arg("me")
+        .arg(&m)
+        .cmd("LOCK.EXTEND")
+        .arg("a")
+        .arg("me")
+        .arg(30000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        replies[2].to_string(),
+        m,
+        "a now carries the hand-off's token"
+    );
+    let mut y = y.with_timeout(Duration::from_secs(2));
+    assert!(
+        y.reader.fill_buf().is_ok(),
+        "the lock x never got must go on to y, not stay with x"
+    );
+    assert!(y.token().is_some());
+    assert_eq!(owner(&mut c, "k").as_deref(), Some("y"));
+}
+
+#[test]
 fn a_wait_that_ran_out_during_a_stall_is_not_granted_after_it() {
     // The lock expires at 200 ms, the WAIT gives up at 500 ms; the server
     // is stopped for 1 s. When it resumes both timers are due, and the

@@ -99,9 +99,14 @@ impl Drop for AutoLock {
 /// ~400 ms by default, while `is_lost()` said false).
 async fn renew(locker: Locker, mut lock: Lock, lost: watch::Sender<bool>) {
     let period = lock.ttl() / 3;
+    // An extension may take up to the node timeout: it starts at least that
+    // long before the validity ends, or a slow but successful renewal would
+    // be cut off by the deadline below (a false "lost", then no renewal).
+    let slowest = locker.config().node_timeout();
     let mut wait = period;
     loop {
-        tokio::time::sleep(wait.min(lock.validity())).await;
+        let start_in = wait.min(lock.validity().saturating_sub(slowest));
+        tokio::time::sleep(start_in).await;
         let valid_until = lock.valid_until;
         let extended = tokio::select! {
             biased;

@@ -46,28 +46,32 @@ static DEADLINE_TIMER: Mutex<Option<(u64, Millis)>> = Mutex::new(None);
 /// grant whose client went away before the reply is taken back on the next
 /// event-loop turn (`take_back`), unless its owner claimed it meanwhile
 /// (`claimed`). Main thread only; holds only the hand-offs of this turn.
-static IN_FLIGHT: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+/// Keyed by (token, key): `LOCK.FENCE` can give two locks one token.
+static IN_FLIGHT: Mutex<Vec<(u64, KeyId)>> = Mutex::new(Vec::new());
 
-fn in_flight() -> MutexGuard<'static, Vec<u64>> {
+fn in_flight() -> MutexGuard<'static, Vec<(u64, KeyId)>> {
     IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Take `token` off the in-flight list; false if it was not there.
-fn settled_in_flight(token: u64) -> bool {
+/// Take the grant of `token` on `key` of `db` off the in-flight list; false
+/// if it was not there.
+fn settled_in_flight(token: u64, db: i32, key: &[u8]) -> bool {
     let mut list = in_flight();
-    let found = list.iter().position(|&t| t == token);
+    let found = list
+        .iter()
+        .position(|(t, k)| *t == token && k.0 == db && *k.1 == *key);
     found.map(|at| list.swap_remove(at)).is_some()
 }
 
-/// The owner of the lock with `token` acted on it (renewed, extended,
-/// re-entered, dropped a hold) and so knows it holds it: a hand-off of it
-/// that never reached the owner's WAIT must not be taken back from under it.
-/// Without this, an owner that lost its WAIT connection and retried on
-/// another one was told "yours" and then lost the lock to the next waiter:
-/// two holders (an attack run, helper-11).
-pub fn claimed(token: u64) {
+/// The owner of the lock at `name` with `token` acted on it (renewed,
+/// extended, re-entered, dropped a hold) and so knows it holds it: a
+/// hand-off of it that never reached the owner's WAIT must not be taken
+/// back from under it. Without this, an owner that lost its WAIT connection
+/// and retried on another one was told "yours" and then lost the lock to
+/// the next waiter: two holders (an attack run, helper-11).
+pub fn claimed(ctx: Ctx, name: RawString, token: u64) {
     if !in_flight().is_empty() {
-        settled_in_flight(token);
+        settled_in_flight(token, ctx.selected_db(), bytes(name));
     }
 }
 
@@ -328,7 +332,7 @@ pub fn settle(ctx: Ctx, name: RawString) {
 
 fn unblock(handle: usize, outcome: Outcome, id: &KeyId, owner: Box<[u8]>) {
     if let Outcome::Token(token) = outcome {
-        in_flight().push(token);
+        in_flight().push((token, id.clone()));
     }
     let grant = Box::new(Grant {
         outcome,
@@ -367,7 +371,7 @@ extern "C" fn on_reply(ctx: RawCtx, _argv: *mut RawString, _argc: c_int) -> c_in
             Some(grant) => {
                 grant.delivered = true;
                 if let Outcome::Token(token) = grant.outcome {
-                    settled_in_flight(token);
+                    settled_in_flight(token, grant.db, &grant.key);
                 }
                 match grant.outcome {
                     Outcome::Token(token) => Ctx(ctx).reply_int(token as i64),
@@ -431,7 +435,8 @@ unsafe extern "C" fn free_grant(ctx: RawCtx, privdata: *mut c_void) {
     // Redis calls this exactly once per unblocked handle.
     let grant = Box::from_raw(privdata.cast::<Grant>());
     if let (false, Outcome::Token(token)) = (grant.delivered, &grant.outcome) {
-        if !in_flight().contains(token) {
+        let listed = |(t, k): &(u64, KeyId)| t == token && k.0 == grant.db && k.1 == grant.key;
+        if !in_flight().iter().any(listed) {
             return; // claimed by its owner already
         }
         let entry = (grant.db, grant.key.clone(), grant.owner.clone(), *token);
@@ -452,7 +457,7 @@ fn take_back(context: &Context, entry: (i32, Box<[u8]>, Box<[u8]>, u64)) {
             return;
         }
         let (db, key, owner, token) = entry;
-        if !settled_in_flight(token) {
+        if !settled_in_flight(token, db, &key) {
             return; // its owner claimed it meanwhile
         }
         if ctx.is_replica() {

@@ -105,7 +105,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
                 };
             }
             Acquire::Renewed { token, .. } => {
-                blocking::claimed(token);
+                blocking::claimed(ctx, name, token);
                 ctx.replicate_verbatim(); // deterministic on a replica: same owner, same token
                 return ctx.reply_int(token as i64);
             }
@@ -165,7 +165,7 @@ fn release(ctx: Ctx, argv: &[RawString]) {
             let outcome = lock::release(as_primary_saw_it(ctx, held, now), owner, now);
             match outcome {
                 Release::HoldDropped { .. } => {
-                    blocking::claimed(held.token);
+                    blocking::claimed(ctx, name, held.token);
                     ctx.replicate_verbatim();
                     stats::released();
                 }
@@ -259,7 +259,7 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
             let outcome = lock::extend(as_primary_saw_it(ctx, held, now), owner, ttl, now);
             match outcome {
                 lock::Extend::Extended => {
-                    blocking::claimed(held.token);
+                    blocking::claimed(ctx, name, held.token);
                     ctx.replicate_verbatim();
                     stats::extended();
                 }
