@@ -199,6 +199,25 @@ fn a_grant_to_a_client_that_just_left_is_passed_on() {
     assert_eq!(owner(&mut c, "k").as_deref(), Some("next"));
 }
 
+/// x then y queued for `k` (x's WAIT with `x_options`); x's client id, for
+/// a `CLIENT KILL` that makes its hand-off undelivered. Keep x alive.
+fn x_then_y_queued(
+    s: &Server,
+    c: &mut redis::Connection,
+    x_options: &[&str],
+) -> (Pending, String, Pending) {
+    let mut x = Pending::connect(s.port);
+    x.write(&["CLIENT", "ID"]);
+    let x_id = x.reply()[1..].to_string();
+    let mut wait = vec!["LOCK.ACQUIRE", "k", "x", "30000", "WAIT", "0"];
+    wait.extend_from_slice(x_options);
+    x.write(&wait);
+    wait_for_waiters(c, "k", 1);
+    let y = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "y", "30000", "WAIT", "0"]);
+    wait_for_waiters(c, "k", 2);
+    (x, x_id, y)
+}
+
 #[test]
 fn an_owner_that_renewed_a_hand_off_it_never_received_keeps_it() {
     // X's WAIT is handed the lock, but X's connection is gone before the
@@ -213,13 +232,7 @@ fn an_owner_that_renewed_a_hand_off_it_never_received_keeps_it() {
         let s = Server::start();
         let mut c = s.conn();
         int(&mut c, "LOCK.ACQUIRE k h 30000");
-        let mut x = Pending::connect(s.port);
-        x.write(&["CLIENT", "ID"]);
-        let x_id = x.reply()[1..].to_string();
-        x.write(&["LOCK.ACQUIRE", "k", "x", "30000", "WAIT", "0"]);
-        wait_for_waiters(&mut c, "k", 1);
-        let y = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "y", "30000", "WAIT", "0"]);
-        wait_for_waiters(&mut c, "k", 2);
+        let (_x, x_id, y) = x_then_y_queued(&s, &mut c, &[]);
         let (released, killed, renewed): (i64, i64, i64) = redis::pipe()
             .atomic()
             .cmd("LOCK.RELEASE")
@@ -262,22 +275,7 @@ fn another_locks_owner_cannot_claim_a_hand_off_that_shares_its_token() {
     int(&mut c, "LOCK.ACQUIRE k h 30000");
     let ta = int(&mut c, "LOCK.ACQUIRE a me 30000");
     let m = (ta + 1000).to_string(); // the hand-off's token: exactly MINTOKEN
-    let mut x = Pending::connect(s.port);
-    x.write(&["CLIENT", "ID"]);
-    let x_id = x.reply()[1..].to_string();
-    x.write(&[
-        "LOCK.ACQUIRE",
-        "k",
-        "x",
-        "30000",
-        "WAIT",
-        "0",
-        "MINTOKEN",
-        &m,
-    ]);
-    wait_for_waiters(&mut c, "k", 1);
-    let y = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "y", "30000", "WAIT", "0"]);
-    wait_for_waiters(&mut c, "k", 2);
+    let (_x, x_id, y) = x_then_y_queued(&s, &mut c, &["MINTOKEN", &m]);
     let replies: Vec<i64> = redis::pipe()
         .atomic()
         .cmd("LOCK.RELEASE")
