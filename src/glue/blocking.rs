@@ -42,7 +42,7 @@ static QUEUES: Lazy<Mutex<Queues<usize>>> = Lazy::new(Default::default);
 /// The one timer for the earliest WAIT deadline: (timer id, due at).
 static DEADLINE_TIMER: Mutex<Option<(u64, Millis)>> = Mutex::new(None);
 
-/// Tokens of grants handed to a waiter whose reply has not gone out yet. A
+/// The grants handed to a waiter whose reply has not gone out yet. A
 /// grant whose client went away before the reply is taken back on the next
 /// event-loop turn (`take_back`), unless its owner claimed it meanwhile
 /// (`claimed`). Main thread only; holds only the hand-offs of this turn.
@@ -53,13 +53,17 @@ fn in_flight() -> MutexGuard<'static, Vec<(u64, KeyId)>> {
     IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Where the grant of `token` on `key` of `db` is in the in-flight list.
+fn in_flight_at(list: &[(u64, KeyId)], token: u64, db: i32, key: &[u8]) -> Option<usize> {
+    list.iter()
+        .position(|(t, k)| *t == token && k.0 == db && *k.1 == *key)
+}
+
 /// Take the grant of `token` on `key` of `db` off the in-flight list; false
 /// if it was not there.
 fn settled_in_flight(token: u64, db: i32, key: &[u8]) -> bool {
     let mut list = in_flight();
-    let found = list
-        .iter()
-        .position(|(t, k)| *t == token && k.0 == db && *k.1 == *key);
+    let found = in_flight_at(&list, token, db, key);
     found.map(|at| list.swap_remove(at)).is_some()
 }
 
@@ -435,8 +439,7 @@ unsafe extern "C" fn free_grant(ctx: RawCtx, privdata: *mut c_void) {
     // Redis calls this exactly once per unblocked handle.
     let grant = Box::from_raw(privdata.cast::<Grant>());
     if let (false, Outcome::Token(token)) = (grant.delivered, &grant.outcome) {
-        let listed = |(t, k): &(u64, KeyId)| t == token && k.0 == grant.db && k.1 == grant.key;
-        if !in_flight().iter().any(listed) {
+        if in_flight_at(&in_flight(), *token, grant.db, &grant.key).is_none() {
             return; // claimed by its owner already
         }
         let entry = (grant.db, grant.key.clone(), grant.owner.clone(), *token);

@@ -80,6 +80,10 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     let wait = req.wait.filter(|_| ctx.can_block());
     let now = clock::now_ms();
     let mut key = Key::open(ctx, name, true);
+    // An expired lock found here is counted only where it is replaced below:
+    // a request refused first (guard, queue) leaves it to the reaper or the
+    // hand-off, which count it then.
+    let mut replaces_expired = false;
     match key.slot() {
         Slot::WrongType => return ctx.error(WRONGTYPE),
         Slot::Empty => {
@@ -113,6 +117,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
                 if let Some(e) = new_owner() {
                     return ctx.error(&e);
                 }
+                replaces_expired = true;
             }
         },
     }
@@ -131,9 +136,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     let Some(token) = TOKENS.next(floor) else {
         return ctx.error(fencing::EXHAUSTED);
     };
-    if matches!(key.slot(), Slot::Lock(_)) {
-        // Counted only here, where it is replaced: a request refused above
-        // (guard, queue) leaves it to the reaper, which counts it then.
+    if replaces_expired {
         stats::expired();
     }
     let granted = key.set(Lock::new(req.owner, token, req.ttl, now));
