@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use redis_lock_testkit::shim::ClockOffset;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::mpsc;
@@ -327,16 +328,22 @@ fn a_wait_that_ran_out_during_a_stall_is_not_granted_after_it() {
     assert_eq!(owner(&mut c, "k"), None, "nobody holds it");
 }
 
+/// A server whose wall clock the test can step (the clock shim), with its
+/// extra `args`; the directory holds the offset file.
+fn clock_shifted_server(tag: &str, args: &[&str]) -> (Server, ClockOffset, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("redis-lock-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clock = ClockOffset::new(&dir);
+    let env = clock.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    (Server::with_env(args, &[], &env), clock, dir)
+}
+
 #[test]
 fn a_wall_clock_stepped_back_does_not_hold_back_a_wait_timeout() {
     // Module timers run on the wall clock (Redis 7.0): stepped back 10 s,
     // a WAIT of 1 s used to end after 11 s.
-    let dir = std::env::temp_dir().join(format!("redis-lock-waitstep-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let clock = redis_lock_testkit::shim::ClockOffset::new(&dir);
-    let env = clock.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let s = Server::with_env(&[], &[], &env);
+    let (s, clock, dir) = clock_shifted_server("waitstep", &[]);
     let mut c = s.conn();
     int(&mut c, "LOCK.ACQUIRE k h 30000");
     let started = Instant::now();
@@ -351,6 +358,44 @@ fn a_wall_clock_stepped_back_does_not_hold_back_a_wait_timeout() {
         took < Duration::from_millis(2500),
         "a WAIT of 1 s ended after {took:?}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_wall_clock_stepped_back_does_not_hold_back_the_hand_off_at_expiry() {
+    // The key's timer for the lock's deadline is a module timer too:
+    // stepped back 10 s, a lock of 1 s was handed on after 11 s, or when
+    // the active-expiry sweep reached it. Here the sweep is kept busy in
+    // db 1 (50k live locks at hz 2: ~25 s) while the lock is in db 0.
+    let (s, clock, dir) = clock_shifted_server("expirystep", &["--hz", "2"]);
+    let mut bulk = s.conn();
+    q(&mut bulk, "SELECT 1").unwrap();
+    let mut fill = redis::pipe();
+    for i in 0..50_000 {
+        fill.cmd("LOCK.ACQUIRE")
+            .arg(format!("bulk:{i}"))
+            .arg("o")
+            .arg(600_000)
+            .ignore();
+    }
+    fill.query::<()>(&mut bulk).unwrap();
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE k h 1000");
+    let started = Instant::now();
+    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "w", "30000", "WAIT", "0"]);
+    wait_for_waiters(&mut c, "k", 1);
+    std::thread::sleep(Duration::from_millis(300));
+    clock.set(-10);
+    let token = w.token();
+    let took = started.elapsed();
+    clock.set(0);
+    assert!(token.is_some(), "the waiter gets the lock");
+    // Due at 1 s; the cron (every 500 ms at hz 2) catches it.
+    assert!(
+        took < Duration::from_millis(3000),
+        "a lock of 1 s was handed on after {took:?}"
+    );
+    assert_eq!(owner(&mut c, "k").as_deref(), Some("w"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

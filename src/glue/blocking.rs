@@ -29,7 +29,7 @@ use crate::rules::clock;
 use crate::rules::fencing::TOKENS;
 use crate::rules::lock::{Lock, Millis};
 use crate::rules::stats;
-use crate::rules::waiters::{KeyId, Queues, Waiter};
+use crate::rules::waiters::{Check, KeyId, Queues, Waiter};
 use once_cell::sync::Lazy;
 use redis_module::{raw, Context};
 use std::ffi::{c_int, c_void};
@@ -244,20 +244,41 @@ pub fn time_out_due(now: Millis) {
 /// (Re)arm the check timer of a key with waiters.
 fn arm(ctx: Ctx, id: KeyId, delay: Millis) {
     let context = Context::new(ctx.0);
-    let old = queues().timer(&id);
+    let old = queues().check(&id);
     if let Some(old) = old {
-        let _ = context.stop_timer::<KeyId>(old); // may have fired already
+        let _ = context.stop_timer::<KeyId>(old.timer); // may have fired already
     }
     let timer = context.create_timer(Duration::from_millis(delay), on_timer, id.clone());
-    queues().set_timer(&id, Some(timer));
+    let due = clock::now_ms().saturating_add(delay);
+    queues().set_check(&id, Some(Check { timer, due }));
 }
 
 fn on_timer(context: &Context, id: KeyId) {
     let ctx = Ctx(context.ctx);
     let _ = std::panic::catch_unwind(|| {
-        queues().set_timer(&id, None);
+        queues().set_check(&id, None);
         settle_at(ctx, &id);
     });
+}
+
+/// From the server cron: settle every key whose check is overdue. Module
+/// timers follow the wall clock in Redis 7.0, so after the clock was
+/// stepped back N s a key's timer (a lock's expiry, a write-pause retry)
+/// fired N s late and its waiters waited that long for a free lock (an
+/// attack run, helper-12); the cron runs on the monotonic clock.
+pub fn settle_overdue(ctx: Ctx) {
+    let overdue = {
+        let mut q = queues();
+        if q.is_empty() {
+            return; // nobody waits anywhere
+        }
+        q.take_overdue(clock::now_ms())
+    };
+    let context = Context::new(ctx.0);
+    for (id, check) in overdue {
+        let _ = context.stop_timer::<KeyId>(check.timer);
+        settle_at(ctx, &id);
+    }
 }
 
 /// Settle a key given by db + name (timers, events).

@@ -75,6 +75,7 @@ pub unsafe extern "C" fn on_cron(
         .map_or(10, |info| info.hz);
     let _ = std::panic::catch_unwind(|| {
         crate::glue::blocking::time_out_due(clock::now_ms());
+        crate::glue::blocking::settle_overdue(Ctx(ctx));
         tick(Ctx(ctx), tick_budget(hz))
     });
 }

@@ -16,6 +16,12 @@
 //! WAIT deadlines are kept here too, ordered across all keys, so that the
 //! glue needs only one timer (for the earliest deadline) to time waiters
 //! out promptly instead of on the server's `hz` tick.
+//!
+//! Each key's pending check (the glue's timer) is kept with its due time on
+//! the monotonic clock, ordered across keys: module timers follow the wall
+//! clock in Redis 7.0, so the glue also settles overdue keys from the
+//! server cron (`take_overdue`), and a wall clock stepped back cannot hold a
+//! hand-off back.
 
 use crate::rules::lock::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -47,8 +53,16 @@ struct Queue<H> {
     waiters: BTreeMap<Place, Waiter<H>>,
     /// Owner -> the places of its waiters (LOCK.RELEASE withdraws them).
     by_owner: HashMap<Box<[u8]>, BTreeSet<Place>>,
-    /// Pending check timer for this key (the glue's timer id), if any.
-    timer: Option<u64>,
+    /// Pending check of this key, if any.
+    check: Option<Check>,
+}
+
+/// A key's pending check: the glue's timer id and when it is due
+/// (`clock::now_ms` scale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Check {
+    pub timer: u64,
+    pub due: Millis,
 }
 
 impl<H> Queue<H> {
@@ -71,6 +85,8 @@ pub struct Queues<H> {
     by_handle: HashMap<H, (KeyId, Place)>,
     /// (deadline, arrival sequence) -> waiter, for every waiter with a deadline.
     deadlines: BTreeMap<(Millis, u64), H>,
+    /// (due, key) for every key with a pending check.
+    checks: BTreeSet<(Millis, KeyId)>,
     last_seq: u64,
     /// The latest ticket given for an arrival time (see `arrival_ticket`).
     last_arrival: u64,
@@ -82,6 +98,7 @@ impl<H: Copy + Eq + Hash> Default for Queues<H> {
             by_key: HashMap::new(),
             by_handle: HashMap::new(),
             deadlines: BTreeMap::new(),
+            checks: BTreeSet::new(),
             last_seq: 0,
             last_arrival: 0,
         }
@@ -110,7 +127,7 @@ impl<H: Copy + Eq + Hash> Queues<H> {
         let queue = self.by_key.entry(key).or_insert_with(|| Queue {
             waiters: BTreeMap::new(),
             by_owner: HashMap::new(),
-            timer: None,
+            check: None,
         });
         queue
             .by_owner
@@ -198,12 +215,12 @@ impl<H: Copy + Eq + Hash> Queues<H> {
         due
     }
 
-    /// Forget a queue with no waiters and no pending timer.
+    /// Forget a queue with no waiters and no pending check.
     fn drop_if_idle(&mut self, key: &KeyId) {
         if self
             .by_key
             .get(key)
-            .is_some_and(|q| q.waiters.is_empty() && q.timer.is_none())
+            .is_some_and(|q| q.waiters.is_empty() && q.check.is_none())
         {
             self.by_key.remove(key);
         }
@@ -230,16 +247,42 @@ impl<H: Copy + Eq + Hash> Queues<H> {
             .collect()
     }
 
-    pub fn timer(&self, key: &KeyId) -> Option<u64> {
-        self.by_key.get(key).and_then(|q| q.timer)
+    pub fn check(&self, key: &KeyId) -> Option<Check> {
+        self.by_key.get(key).and_then(|q| q.check)
     }
 
-    /// Record (or clear) the pending timer of a key that has waiters.
-    pub fn set_timer(&mut self, key: &KeyId, timer: Option<u64>) {
-        if let Some(q) = self.by_key.get_mut(key) {
-            q.timer = timer;
+    /// Record (or clear) the pending check of a key that has waiters.
+    pub fn set_check(&mut self, key: &KeyId, check: Option<Check>) {
+        let Some(q) = self.by_key.get_mut(key) else {
+            return;
+        };
+        if let Some(old) = std::mem::replace(&mut q.check, check) {
+            self.checks.remove(&(old.due, key.clone()));
+        }
+        if let Some(new) = check {
+            self.checks.insert((new.due, key.clone()));
         }
         self.drop_if_idle(key);
+    }
+
+    /// Take out the pending check of every key whose check is due (at or
+    /// before `now`), earliest first: the glue stops their timers and
+    /// settles the keys itself.
+    pub fn take_overdue(&mut self, now: Millis) -> Vec<(KeyId, Check)> {
+        let mut due = Vec::new();
+        while let Some((at, _)) = self.checks.first() {
+            if *at > now {
+                break;
+            }
+            let Some((_, key)) = self.checks.pop_first() else {
+                break;
+            };
+            if let Some(check) = self.by_key.get_mut(&key).and_then(|q| q.check.take()) {
+                self.drop_if_idle(&key);
+                due.push((key, check));
+            }
+        }
+        due
     }
 }
 
@@ -470,12 +513,12 @@ mod tests {
         assert_eq!(q.withdraw(&key("a"), b"x").len(), 2);
         assert!(q.is_empty());
         q.push(key("a"), owned_by(3, "x"));
-        q.set_timer(&key("a"), Some(9));
+        q.set_check(&key("a"), Some(check(9, 100)));
         q.withdraw(&key("a"), b"x");
-        assert_eq!(q.timer(&key("a")), Some(9));
+        assert_eq!(q.check(&key("a")), Some(check(9, 100)));
         q.push(key("a"), owned_by(4, "x"));
         assert_eq!(drain(&mut q, "a"), vec![4], "owner index rebuilt");
-        q.set_timer(&key("a"), None);
+        q.set_check(&key("a"), None);
         assert!(q.is_empty());
     }
 
@@ -483,11 +526,55 @@ mod tests {
     fn a_queue_with_a_timer_outlives_its_last_waiter() {
         let mut q = Queues::default();
         q.push(key("a"), waiter(1));
-        q.set_timer(&key("a"), Some(77));
+        q.set_check(&key("a"), Some(check(77, 5)));
         q.pop_front(&key("a"));
-        assert_eq!(q.timer(&key("a")), Some(77));
+        assert_eq!(q.check(&key("a")), Some(check(77, 5)));
         assert_eq!(q.keys(None), vec![key("a")]);
-        q.set_timer(&key("a"), None);
+        q.set_check(&key("a"), None);
+        assert!(q.is_empty());
+    }
+
+    fn check(timer: u64, due: Millis) -> Check {
+        Check { timer, due }
+    }
+
+    #[test]
+    fn overdue_checks_come_out_earliest_first_across_keys() {
+        let mut q = Queues::default();
+        for (k, h) in [("a", 1), ("b", 2), ("c", 3)] {
+            q.push(key(k), waiter(h));
+        }
+        q.set_check(&key("a"), Some(check(10, 300)));
+        q.set_check(&key("b"), Some(check(11, 100)));
+        q.set_check(&key("c"), Some(check(12, 200)));
+        assert!(q.take_overdue(99).is_empty());
+        assert_eq!(
+            q.take_overdue(200),
+            vec![(key("b"), check(11, 100)), (key("c"), check(12, 200))]
+        );
+        assert_eq!(q.check(&key("b")), None, "taken out");
+        assert_eq!(q.check(&key("a")), Some(check(10, 300)), "not yet due");
+        assert_eq!(q.waiting(&key("b")), 1, "waiters stay queued");
+    }
+
+    #[test]
+    fn a_rearmed_check_replaces_the_old_due_time() {
+        let mut q = Queues::default();
+        q.push(key("a"), waiter(1));
+        q.set_check(&key("a"), Some(check(1, 50)));
+        q.set_check(&key("a"), Some(check(2, 500)));
+        assert!(q.take_overdue(100).is_empty(), "the old due time is gone");
+        assert_eq!(q.take_overdue(500), vec![(key("a"), check(2, 500))]);
+        assert!(q.take_overdue(10_000).is_empty(), "taken once");
+    }
+
+    #[test]
+    fn an_overdue_check_of_a_key_nobody_waits_for_drops_its_queue() {
+        let mut q = Queues::default();
+        q.push(key("a"), waiter(1));
+        q.set_check(&key("a"), Some(check(1, 50)));
+        q.pop_front(&key("a"));
+        assert_eq!(q.take_overdue(60).len(), 1);
         assert!(q.is_empty());
     }
 
