@@ -61,7 +61,8 @@ struct CommandSpec {
     flags: &'static CStr,
     /// Redis arity: N exactly, -N at least N (command name included).
     arity: c_int,
-    /// What the command does to its key (argv[1]), for key specs and ACLs.
+    /// What the command does to its key (argv[1]), for key specs and ACLs;
+    /// 0 for a command without a key.
     key_flags: u32,
     summary: &'static CStr,
     /// ACL categories where the server supports them (see set_acl_categories).
@@ -69,7 +70,7 @@ struct CommandSpec {
 }
 
 const RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
-const COMMANDS: [CommandSpec; 6] = [
+const COMMANDS: [CommandSpec; 7] = [
     CommandSpec {
         name: c"lock.acquire",
         handler: commands::acquire_command,
@@ -123,6 +124,15 @@ const COMMANDS: [CommandSpec; 6] = [
         key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
         summary: c"Internal: the replicated state of a lock (accepted from a primary or the AOF only)",
         acl_categories: "write",
+    },
+    CommandSpec {
+        name: c"lock.serverid",
+        handler: commands::server_id_command,
+        flags: c"readonly fast allow-loading allow-stale",
+        arity: 1,
+        key_flags: 0,
+        summary: c"This server's run_id: tells a quorum client that two of its URLs reach one server",
+        acl_categories: "read fast",
     },
 ];
 
@@ -247,14 +257,15 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int,
         );
         for c in COMMANDS {
+            let key = c_int::from(c.key_flags != 0); // argv[1], or no key
             let created = api!(RedisModule_CreateCommand)(
                 raw_ctx,
                 c.name.as_ptr(),
                 Some(c.handler),
                 c.flags.as_ptr(),
-                1,
-                1,
-                1,
+                key,
+                key,
+                key,
             );
             if created != raw::REDISMODULE_OK as c_int
                 || !ffi::describe_command(raw_ctx, c.name, c.arity, c.key_flags, c.summary)

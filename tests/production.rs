@@ -126,7 +126,7 @@ fn the_lock_client_acl_user_can_lock_and_nothing_more() {
     let mut admin = s.conn();
     q(
         &mut admin,
-        "ACL SETUSER locker on >s3cret resetkeys ~lock:* resetchannels -@all +ping +lock.acquire +lock.release +lock.extend +lock.status +lock.fence",
+        "ACL SETUSER locker on >s3cret resetkeys ~lock:* resetchannels -@all +ping +lock.acquire +lock.release +lock.extend +lock.status +lock.fence +lock.serverid",
     )
     .unwrap();
     let mut c = s.conn();
@@ -135,6 +135,12 @@ fn the_lock_client_acl_user_can_lock_and_nothing_more() {
     assert_eq!(int(&mut c, "LOCK.EXTEND lock:job w1 6000"), 1);
     assert!(status(&mut c, "lock:job").is_some());
     assert_eq!(int(&mut c, "LOCK.RELEASE lock:job w1"), 1);
+    let run_id = info_field(&mut admin, "server", "run_id");
+    assert_eq!(
+        q(&mut c, "LOCK.SERVERID").unwrap(),
+        Value::BulkString(run_id.into_bytes()),
+        "the quorum client's same-server check"
+    );
     for denied in [
         "LOCK.ACQUIRE other w1 5000",
         "SET lock:job x",

@@ -34,6 +34,7 @@ mod options;
 mod pending;
 pub mod quorum;
 mod round;
+mod server_ids;
 mod status;
 mod stragglers;
 mod waiting;

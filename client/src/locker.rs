@@ -6,10 +6,11 @@ use crate::config::Config;
 use crate::error::{Error, NodeFailure};
 use crate::let_go::release_timed_out;
 use crate::lock::{Lock, Shared};
-use crate::node::{within, Node};
+use crate::node::{self, within, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use crate::round::{acquire_answer, code_answer, Classify, Late, Pending, Reply, Round};
+use crate::server_ids::ServerIds;
 use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
@@ -165,8 +166,11 @@ impl Locker {
     /// A Locker over the (validated) `config`'s servers. No connection is
     /// opened until the first operation.
     pub fn new(config: Config) -> Locker {
-        let nodes: Vec<Arc<Node>> = config.urls.iter().map(|u| Arc::new(Node::new(u))).collect();
-        let names = nodes.iter().map(|n| n.name.clone()).collect();
+        let names: Vec<String> = config.urls.iter().map(|u| node::url_name(u)).collect();
+        let ids = Arc::new(ServerIds::new(names.clone()));
+        let nodes: Vec<Arc<Node>> = (config.urls.iter().enumerate())
+            .map(|(i, u)| Arc::new(Node::new(u, i, ids.clone())))
+            .collect();
         Locker {
             inner: Arc::new(Inner {
                 all: (0..nodes.len()).collect(),

@@ -2,6 +2,7 @@
 //! short operation, (re)connected on demand after a failure, and a small
 //! pool of dedicated connections for blocking calls (`LOCK.ACQUIRE ... WAIT`).
 
+use crate::server_ids::{ServerId, ServerIds};
 use redis::aio::MultiplexedConnection;
 use redis::{Client, Cmd, ErrorKind, RedisError, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -80,6 +81,10 @@ pub struct Node {
     idle: std::sync::Mutex<Vec<Driven>>,
     /// Shared connections opened so far (their ids).
     opened: AtomicUsize,
+    /// This node's place among its Locker's nodes, and what they reported
+    /// being (`server_ids.rs`).
+    index: usize,
+    ids: Arc<ServerIds>,
 }
 
 /// A connection and a watch on the runtime its driver task runs on
@@ -135,16 +140,25 @@ impl RuntimeWatch {
     }
 }
 
+/// `host:port` of a (validated) URL, for messages (never the password).
+pub(crate) fn url_name(url: &str) -> String {
+    let client = Client::open(url).expect("URL validated by the builder");
+    crate::endpoint::node_name(client.get_connection_info())
+}
+
 impl Node {
-    pub fn new(url: &str) -> Node {
+    /// Node `index` of the Locker whose nodes share `ids`.
+    pub(crate) fn new(url: &str, index: usize, ids: Arc<ServerIds>) -> Node {
         let client = Client::open(url).expect("URL validated by the builder");
         Node {
-            name: crate::endpoint::node_name(client.get_connection_info()),
+            name: ids.name(index).to_string(),
             client,
             conn: std::sync::Mutex::new(None),
             connecting: Mutex::new(()),
             idle: std::sync::Mutex::new(Vec::new()),
             opened: AtomicUsize::new(0),
+            index,
+            ids,
         }
     }
 
@@ -185,11 +199,39 @@ impl Node {
         if let Some(open) = self.cached() {
             return Ok(open);
         }
-        let c = self.client.get_multiplexed_async_connection().await?;
+        let mut c = self.client.get_multiplexed_async_connection().await?;
+        self.identify(&mut c).await?;
         let id = self.opened.fetch_add(1, Ordering::Relaxed);
         let open = Driven::here(c.clone(), id);
         *self.conn.lock().expect("connection slot") = Some(open);
         Ok((c, id))
+    }
+
+    /// Ask a new connection which server it reached, and refuse it if
+    /// another node of this Locker already reached that server. A server
+    /// that cannot say (a module before `LOCK.SERVERID`, an ACL without it)
+    /// is taken as distinct: the builder's URL check is all there is then.
+    async fn identify(&self, c: &mut MultiplexedConnection) -> redis::RedisResult<()> {
+        let run_id = match redis::cmd("LOCK.SERVERID").query_async::<Value>(c).await {
+            Ok(Value::BulkString(id)) => String::from_utf8_lossy(&id).into_owned(),
+            Err(e) if broken(&e) => return Err(e),
+            Ok(_) | Err(_) => return Ok(()),
+        };
+        let db = self.client.get_connection_info().redis.db;
+        let id = ServerId { run_id, db };
+        self.ids.claim(self.index, id.clone()).map_err(|other| {
+            RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "two URLs reach one server",
+                format!(
+                    "{} reaches the same server as {} (run_id {}, db {}): list each server once",
+                    self.name,
+                    self.ids.name(other),
+                    id.run_id,
+                    id.db
+                ),
+            ))
+        })
     }
 
     /// Run a blocking command on a connection of its own, so it does not
@@ -199,6 +241,9 @@ impl Node {
     /// connection found broken is replaced once. No deadline of its own:
     /// the caller's round has one.
     pub async fn query_dedicated(&self, cmd: &Cmd) -> Result<Value, Failure> {
+        // The shared connection tells which server this is (`identify`):
+        // an alias must not wait in a queue and vote there either.
+        self.connection().await.map_err(classify)?;
         let open = || async {
             let c = Box::pin(self.client.get_multiplexed_async_connection()).await?;
             Ok::<_, RedisError>(Driven::here(c, 0))

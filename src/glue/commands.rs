@@ -42,6 +42,7 @@ entry_point!(status_command => status, writes: false);
 // LOCK.APPLY is accepted only from a primary or the AOF (checked inside).
 entry_point!(apply_command => apply, writes: false);
 entry_point!(fence_command => fence, writes: true);
+entry_point!(server_id_command => server_id, writes: false);
 
 /// Most arguments after the key any LOCK.* command accepts
 /// (`owner ttl-ms WAIT timeout-ms REENTRANT MINTOKEN token TICKET ticket`),
@@ -343,6 +344,27 @@ fn status(ctx: Ctx, argv: &[RawString]) {
             ctx.reply_int(blocking::waiting(ctx, argv[1]) as i64);
         }
         _ => ctx.reply_null(),
+    }
+}
+
+/// `LOCK.SERVERID` -> this server process's `run_id` (as in `INFO server`).
+/// A quorum client asks each node once per connection, so that two URLs
+/// reaching one server (a LAN address next to 127.0.0.1, a unix socket, a
+/// proxy) cannot both vote.
+fn server_id(ctx: Ctx, argv: &[RawString]) {
+    static RUN_ID: once_cell::sync::OnceCell<Vec<u8>> = once_cell::sync::OnceCell::new();
+    if argv.len() != 1 {
+        return ctx.error(&args::wrong_arity("lock.serverid"));
+    }
+    // Read once: INFO is built per call, and the run_id is fixed at start.
+    let run_id = RUN_ID.get_or_try_init(|| {
+        let info = redis_module::Context::new(ctx.0).server_info("server");
+        let field = info.field("run_id").ok_or(())?;
+        Ok::<_, ()>(field.as_slice().to_vec())
+    });
+    match run_id {
+        Ok(id) => ctx.reply_bytes(id),
+        Err(()) => ctx.error("ERR this server reports no run_id"),
     }
 }
 

@@ -314,7 +314,8 @@ impl Drop for Key {
 }
 
 /// Attach arity, a one-line summary and a key spec (the key at argv[1],
-/// with `key_flags`) to a created command, for COMMAND INFO/DOCS and ACLs.
+/// with `key_flags`; none when 0) to a created command, for COMMAND
+/// INFO/DOCS and ACLs.
 pub fn describe_command(
     ctx: RawCtx,
     name: &CStr,
@@ -349,7 +350,9 @@ pub fn describe_command(
     info.summary = summary.as_ptr();
     info.since = c"0.1.0".as_ptr();
     info.arity = arity;
-    info.key_specs = specs.as_mut_ptr();
+    if key_flags != 0 {
+        info.key_specs = specs.as_mut_ptr();
+    }
     // SAFETY: valid ctx during OnLoad; the command was just created.
     unsafe {
         let command = api!(RedisModule_GetCommand)(ctx, name.as_ptr());
