@@ -342,6 +342,26 @@ async fn dropping_an_auto_lock_with_the_callers_owner_spares_the_next_call() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_unlocked_auto_lock_lets_its_locker_go() {
+    // AutoLock::unlock used to forget itself, and with it a clone of the
+    // Locker: every dropped Locker kept its connections open.
+    let s = Server::start();
+    let mut admin = s.conn();
+    let clients = |c: &mut redis::Connection| info_field(c, "clients", "connected_clients");
+    let before = clients(&mut admin);
+    for i in 0..20 {
+        let locker = Builder::new(&[s.url()]).build().unwrap();
+        let guard = locker.lock_auto(&format!("k{i}"), Duration::ZERO).await.unwrap();
+        guard.unlock().await.unwrap();
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || clients(&mut admin) == before),
+        "{} connections left open by 20 dropped Lockers",
+        clients(&mut admin)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_stopped_server_does_not_wedge_the_connection_to_it() {
     // Thousands of won locks while one server is stopped: their requests to
     // it pile up. Once it resumes, the connection must carry new requests.
