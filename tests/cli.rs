@@ -2,6 +2,7 @@
 
 mod common;
 use common::*;
+use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -483,4 +484,56 @@ fn status_prints_owners_escaped() {
         "{text}"
     );
     assert!(!text.contains('\x1b'), "{text}");
+}
+
+/// Stderr a pipe nobody reads any more (`2>&1 | head -1` after head
+/// exited, a supervisor whose log reader died).
+fn closed_pipe() -> Stdio {
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) into a local array; we close the read end at once and
+    // hand the write end to Stdio, which owns it from then on.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        libc::close(fds[0]);
+        Stdio::from(std::os::fd::OwnedFd::from_raw_fd(fds[1]))
+    }
+}
+
+#[test]
+fn a_closed_stderr_does_not_crash_the_cli() {
+    // eprintln! panicked on EPIPE: exit 101, the command never ran and the
+    // lock stayed held for its TTL.
+    let nodes: Vec<Server> = Server::start_n(3);
+    let dir = scratch("epipe");
+    let ran = dir.join("ran");
+    let code = cli(
+        &nodes,
+        &[
+            "run",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo yes > {}", ran.display()),
+        ],
+    )
+    .stderr(closed_pipe())
+    .status()
+    .unwrap()
+    .code();
+    assert_eq!(code, Some(0));
+    assert!(ran.exists(), "the command ran");
+    assert!(
+        nodes.iter().all(|n| status(&mut n.conn(), "job").is_none()),
+        "released"
+    );
+    for n in &nodes {
+        int(&mut n.conn(), "LOCK.ACQUIRE job someone-else 30000");
+    }
+    let busy = cli(&nodes, &["run", "job", "--", "true"])
+        .stderr(closed_pipe())
+        .status()
+        .unwrap();
+    assert_eq!(busy.code(), Some(75), "held by another owner");
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -43,6 +43,12 @@ fn read_pid(file: &Path) -> i32 {
 /// appends a line per SIGINT/SIGHUP it gets, and exits 9 on SIGHUP or
 /// when DIR/stop appears.
 fn run_counter(nodes: &[Server], dir: &Path) -> Command {
+    run_counter_with(nodes, dir, &[], "")
+}
+
+/// [`run_counter`] with `run` options before the name, and Python run at
+/// the command's start (`prelude`: after `note` is defined).
+fn run_counter_with(nodes: &[Server], dir: &Path, options: &[&str], prelude: &str) -> Command {
     let counter = r#"
 import os, signal, sys, time
 d = sys.argv[1]
@@ -53,14 +59,18 @@ def note(sig, frame):
         sys.exit(9)
 signal.signal(signal.SIGINT, note)
 signal.signal(signal.SIGHUP, note)
+PRELUDE
 with open(os.path.join(d, "pid"), "w") as f:
     f.write("%d\n" % os.getpid())
 while not os.path.exists(os.path.join(d, "stop")):
     time.sleep(0.02)
-"#;
+"#
+    .replace("PRELUDE", prelude);
     let mut c = Command::new(workspace_binary("redis-lock"));
     c.env("REDIS_LOCK_SERVERS", urls(nodes).join(","))
-        .args(["run", "job", "--", "python3", "-c", counter])
+        .arg("run")
+        .args(options)
+        .args(["job", "--", "python3", "-c", &counter])
         .arg(dir)
         .stderr(Stdio::null());
     c
@@ -149,22 +159,19 @@ fn open_pty() -> (i32, PathBuf) {
     }
 }
 
-#[test]
-fn ctrl_c_in_a_terminal_reaches_the_command_once() {
-    let nodes: Vec<Server> = Server::start_n(3);
-    let dir = scratch("tty");
+/// Start `cmd` as a session leader with a new pty (its stdin and stdout) as
+/// controlling terminal, so that it and its command form the terminal's
+/// foreground process group. Returns it and the pty's master fd.
+fn on_a_terminal(mut cmd: Command) -> (Child, i32) {
     let (master, slave) = open_pty();
     let tty = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(&slave)
         .unwrap();
-    let mut cmd = run_counter(&nodes, &dir);
     cmd.stdin(tty.try_clone().unwrap())
         .stdout(tty.try_clone().unwrap());
-    // SAFETY: setsid and ioctl are async-signal-safe. The CLI becomes a
-    // session leader with the pty (its stdin) as controlling terminal, so
-    // it and the command form the terminal's foreground process group.
+    // SAFETY: setsid and ioctl are async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {
             if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
@@ -173,15 +180,85 @@ fn ctrl_c_in_a_terminal_reaches_the_command_once() {
             Ok(())
         });
     }
-    let cli = cmd.spawn().unwrap();
-    read_pid(&dir.join("pid"));
-    // Ctrl-C typed on the terminal: the line discipline sends SIGINT to the
-    // whole foreground process group.
+    (cmd.spawn().unwrap(), master)
+}
+
+/// Ctrl-C typed on the terminal: the line discipline sends SIGINT to the
+/// whole foreground process group.
+fn ctrl_c(master: i32) {
     // SAFETY: writing one byte to the pty master we opened.
     assert_eq!(
         unsafe { libc::write(master, b"\x03".as_ptr().cast(), 1) },
         1
     );
+}
+
+#[test]
+fn ctrl_c_reaches_a_command_that_left_the_terminals_process_group() {
+    // A command that called setsid() does not get the terminal's SIGINT;
+    // the CLI, which does, used to assume it had and kept the lock.
+    let nodes: Vec<Server> = Server::start_n(3);
+    let dir = scratch("setsid");
+    let (cli, master) = on_a_terminal(run_counter_with(&nodes, &dir, &[], "os.setsid()"));
+    read_pid(&dir.join("pid"));
+    ctrl_c(master);
+    assert!(
+        eventually(Duration::from_secs(5), || !signals_seen(&dir).is_empty()),
+        "the command never got the Ctrl-C"
+    );
+    settle();
+    let code = finish(cli, &dir);
+    // SAFETY: closing the fd we opened.
+    unsafe { libc::close(master) };
+    assert_eq!(signals_seen(&dir), vec![libc::SIGINT.to_string()]);
+    assert_eq!(code, Some(0));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn signals_reach_the_command_during_the_grace_after_a_loss() {
+    // The lock is lost: the command gets SIGTERM (and ignores it); a
+    // supervisor's SIGINT to the CLI during --grace used to be swallowed.
+    let mut nodes: Vec<Server> = Server::start_n(3);
+    let dir = scratch("grace");
+    let options = ["--ttl", "500ms", "--grace", "3s"];
+    let prelude = "signal.signal(signal.SIGTERM, note)";
+    let mut cli = run_counter_with(&nodes, &dir, &options, prelude)
+        .spawn()
+        .unwrap();
+    read_pid(&dir.join("pid"));
+    for n in &mut nodes[..2] {
+        n.kill();
+    }
+    let term = libc::SIGTERM.to_string();
+    assert!(
+        eventually(Duration::from_secs(5), || signals_seen(&dir)
+            == [term.clone()]),
+        "lost: SIGTERM first ({:?})",
+        signals_seen(&dir)
+    );
+    kill(cli.id() as i32, libc::SIGINT);
+    assert!(
+        eventually(Duration::from_secs(2), || signals_seen(&dir).len() == 2),
+        "the SIGINT never reached the command: {:?}",
+        signals_seen(&dir)
+    );
+    assert_eq!(
+        cli.wait().unwrap().code(),
+        Some(76),
+        "SIGKILL after the grace"
+    );
+    assert_eq!(signals_seen(&dir), vec![term, libc::SIGINT.to_string()]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn ctrl_c_in_a_terminal_reaches_the_command_once() {
+    let nodes: Vec<Server> = Server::start_n(3);
+    let dir = scratch("tty");
+    let (cli, master) = on_a_terminal(run_counter(&nodes, &dir));
+    read_pid(&dir.join("pid"));
+    ctrl_c(master);
     assert!(eventually(Duration::from_secs(5), || !signals_seen(&dir).is_empty()));
     settle();
     let code = finish(cli, &dir);

@@ -351,7 +351,10 @@ async fn an_unlocked_auto_lock_lets_its_locker_go() {
     let before = clients(&mut admin);
     for i in 0..20 {
         let locker = Builder::new(&[s.url()]).build().unwrap();
-        let guard = locker.lock_auto(&format!("k{i}"), Duration::ZERO).await.unwrap();
+        let guard = locker
+            .lock_auto(&format!("k{i}"), Duration::ZERO)
+            .await
+            .unwrap();
         guard.unlock().await.unwrap();
     }
     assert!(

@@ -111,7 +111,7 @@ pub fn parse() -> Result<Cli, ExitCode> {
             ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
             _ => {
                 if forgot_dashdash(&args) {
-                    eprintln!("hint: did you forget -- before the command?");
+                    say!("hint: did you forget -- before the command?");
                 }
                 ExitCode::from(exit::USAGE)
             }

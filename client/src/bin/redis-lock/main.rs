@@ -1,6 +1,25 @@
 //! `redis-lock`: run a command while holding a quorum lock; inspect and
 //! release locks.
 
+/// `eprintln!` that cannot panic: with stderr a closed pipe (`2>&1 | head`,
+/// a supervisor whose log reader went away) `eprintln!` panicked, and the
+/// CLI exited 101 with the lock held and its command never started or
+/// never stopped (an attack run, helper-14). A lost message is the lesser harm.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `println!` that cannot panic (stdout a closed pipe: `status | head -0`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod args;
 mod child;
 mod exit;
@@ -16,6 +35,7 @@ use redis_lock_client::{
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tokio::process::Child;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 fn main() -> ExitCode {
     let cli = match args::parse() {
@@ -29,14 +49,12 @@ fn main() -> ExitCode {
     let locker = match Builder::new(&cli.servers).ttl(ttl).build() {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("redis-lock: {e}");
+            say!("redis-lock: {e}");
             return ExitCode::from(exit::CONFIG);
         }
     };
     if let Some(host) = hosts::unknown(&cli.servers) {
-        eprintln!(
-            "redis-lock: server host {host:?} does not exist (the resolver knows no such name)"
-        );
+        say!("redis-lock: server host {host:?} does not exist (the resolver knows no such name)");
         return ExitCode::from(exit::CONFIG);
     }
     // One thread: the command is forked from the main thread, which lives
@@ -58,7 +76,7 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
     let mut signals = match signals::catch() {
         Ok(rx) => rx,
         Err(e) => {
-            eprintln!("redis-lock: cannot install signal handlers: {e}");
+            say!("redis-lock: cannot install signal handlers: {e}");
             return ExitCode::from(exit::UNAVAILABLE);
         }
     };
@@ -74,7 +92,7 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
         Some(sig) = signals.recv() => {
             // Interrupted while waiting: a grant may have landed already.
             let _ = locker.force_release(name, &owner).await;
-            eprintln!("redis-lock: got signal {} while waiting for {name:?}; gave up", sig.signal);
+            say!("redis-lock: got signal {} while waiting for {name:?}; gave up", sig.signal);
             return ExitCode::from(128u8.wrapping_add(sig.signal as u8));
         }
     };
@@ -83,11 +101,11 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
         Err(e) => {
             let code = exit::for_error(&e, run.conflict_exit_code);
             let waited = started.elapsed();
-            eprintln!("redis-lock: lock {name:?} not acquired after waiting {waited:.1?}: {e}");
+            say!("redis-lock: lock {name:?} not acquired after waiting {waited:.1?}: {e}");
             return ExitCode::from(code);
         }
     };
-    eprintln!(
+    say!(
         "redis-lock: acquired {name:?} token {} owner {}",
         guard.token(),
         guard.owner()
@@ -100,7 +118,7 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
     let mut child = match child::spawn(&run.command, &env) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("redis-lock: cannot start {:?}: {e}", run.command[0]);
+            say!("redis-lock: cannot start {:?}: {e}", run.command[0]);
             let _ = guard.unlock().await;
             return ExitCode::from(exit::of_spawn_error(&e));
         }
@@ -110,25 +128,23 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
         tokio::select! {
             status = child.wait() => break status,
             _ = guard.lost() => {
-                eprintln!("redis-lock: lock {name:?} lost; stopping the command");
-                return stop_after_loss(&mut child, pid, run.grace, guard).await;
+                say!("redis-lock: lock {name:?} lost; stopping the command");
+                return stop_after_loss(&mut child, pid, run.grace, guard, &mut signals).await;
             }
             Some(sig) = signals.recv() => {
-                if sig.forward() {
-                    signals::send(pid, sig.signal);
-                }
+                signals::pass_on(sig, pid);
             }
         }
     };
     if let Err(e) = guard.unlock().await {
         if verbose {
-            eprintln!("redis-lock: release of {name:?}: {e}");
+            say!("redis-lock: release of {name:?}: {e}");
         }
     }
     match status {
         Ok(s) => ExitCode::from(exit::of_status(s)),
         Err(e) => {
-            eprintln!("redis-lock: waiting for the command: {e}");
+            say!("redis-lock: waiting for the command: {e}");
             ExitCode::from(exit::NOT_EXECUTABLE)
         }
     }
@@ -139,9 +155,22 @@ async fn stop_after_loss(
     pid: u32,
     grace: Duration,
     guard: AutoLock,
+    signals: &mut UnboundedReceiver<signals::Delivered>,
 ) -> ExitCode {
     signals::send(pid, libc::SIGTERM);
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+    // Signals keep reaching the command during the grace period (a
+    // supervisor's SIGTERM or SIGINT used to be swallowed here).
+    let stopped = tokio::time::timeout(grace, async {
+        loop {
+            tokio::select! {
+                _ = child.wait() => return,
+                Some(sig) = signals.recv() => {
+                    signals::pass_on(sig, pid);
+                }
+            }
+        }
+    });
+    if stopped.await.is_err() {
         let _ = child.kill().await;
     }
     // Release whatever is left on the nodes that still answer, before the
@@ -155,7 +184,7 @@ async fn status(locker: &Locker, name: &str) -> ExitCode {
     let reports = locker.status(name).await;
     for (node, st) in &reports {
         match st {
-            Ok(Some(s)) => println!(
+            Ok(Some(s)) => out!(
                 "{node}\towner={}\ttoken={}\tttl={}ms\tholds={}\twaiters={}",
                 escape_owner(&s.owner),
                 s.token,
@@ -163,12 +192,12 @@ async fn status(locker: &Locker, name: &str) -> ExitCode {
                 s.holds,
                 s.waiters
             ),
-            Ok(None) => println!("{node}\tfree"),
-            Err(e) => println!("{node}\terror: {e}"),
+            Ok(None) => out!("{node}\tfree"),
+            Err(e) => out!("{node}\terror: {e}"),
         }
     }
     let verdict = quorum_state(&reports);
-    println!("quorum\t{verdict}");
+    out!("quorum\t{verdict}");
     match verdict {
         QuorumState::Unreachable { .. } => ExitCode::from(exit::UNAVAILABLE),
         _ => ExitCode::SUCCESS,
@@ -189,7 +218,7 @@ async fn release(locker: &Locker, name: &str, owner: &str) -> ExitCode {
             Ok(_) => "not held".to_string(),
             Err(e) => format!("error: {e}"),
         };
-        println!("{node}\t{what}");
+        out!("{node}\t{what}");
         match r {
             Ok(n) => {
                 answered += 1;

@@ -1,10 +1,12 @@
 //! Signals the CLI catches and which of them it passes on to the command.
 //!
-//! The command stays in the CLI's process group (so it keeps the terminal
+//! The command starts in the CLI's process group (so it keeps the terminal
 //! and can read from it). A signal the kernel sent — a terminal's Ctrl-C,
-//! Ctrl-\ or hangup — went to the whole foreground process group, so the
-//! command already got it: forwarding it would deliver it twice. A signal a
-//! process sent to the CLI alone (`kill PID`, a supervisor) is forwarded once.
+//! Ctrl-\ or hangup — went to the whole foreground process group, so a
+//! command still in it already got it: forwarding it would deliver it
+//! twice. A command that left the group (`setsid`, `setpgid`) did not get
+//! it, so it is forwarded then. A signal a process sent to the CLI alone
+//! (`kill PID`, a supervisor) is forwarded once.
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::exfiltrator::WithOrigin;
@@ -25,9 +27,16 @@ pub struct Delivered {
 
 impl Delivered {
     /// Whether the command needs it from us (see the module comment).
-    pub fn forward(&self) -> bool {
-        !self.from_kernel
+    pub fn forward(&self, command_in_our_group: bool) -> bool {
+        !self.from_kernel || !command_in_our_group
     }
+}
+
+/// Whether process `pid` is in the CLI's process group (false once it is
+/// gone: a signal to a child not yet reaped is harmless).
+pub fn in_our_group(pid: u32) -> bool {
+    // SAFETY: getpgid(2) and getpgrp(2) only read process attributes.
+    unsafe { libc::getpgid(pid as i32) == libc::getpgrp() }
 }
 
 /// Whether `signal` is ignored right now (as `nohup`, or a non-interactive
@@ -64,6 +73,13 @@ pub fn catch() -> std::io::Result<mpsc::UnboundedReceiver<Delivered>> {
     Ok(rx)
 }
 
+/// Give the command `sig` if it needs it from us (see the module comment).
+pub fn pass_on(sig: Delivered, pid: u32) {
+    if sig.forward(in_our_group(pid)) {
+        send(pid, sig.signal);
+    }
+}
+
 /// kill(2) on our own child.
 pub fn send(pid: u32, signal: i32) {
     // SAFETY: plain kill(2); the pid is our child's, reaped only by us.
@@ -77,16 +93,19 @@ mod tests {
     #[test]
     fn terminal_signals_are_not_forwarded_twice() {
         for signal in HANDLED {
-            assert!(!Delivered {
+            let from = |from_kernel| Delivered {
                 signal,
-                from_kernel: true
-            }
-            .forward());
-            assert!(Delivered {
-                signal,
-                from_kernel: false
-            }
-            .forward());
+                from_kernel,
+            };
+            assert!(!from(true).forward(true), "the group got it");
+            assert!(from(true).forward(false), "the command left the group");
+            assert!(from(false).forward(true));
+            assert!(from(false).forward(false));
         }
+    }
+
+    #[test]
+    fn this_process_is_in_its_own_group() {
+        assert!(in_our_group(std::process::id()));
     }
 }
