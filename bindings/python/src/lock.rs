@@ -44,6 +44,19 @@ impl Shared {
         format!("lock {:?}", self.snapshot().name())
     }
 
+    /// Whether the lock is lost: the flag, or (while not released) its
+    /// validity ran out, which sets the flag for good.
+    fn note_lost(&self) -> bool {
+        if self.lost.load(Ordering::SeqCst) {
+            return true;
+        }
+        let ran_out = !self.released.load(Ordering::SeqCst) && self.snapshot().validity().is_zero();
+        if ran_out {
+            self.lost.store(true, Ordering::SeqCst);
+        }
+        ran_out
+    }
+
     fn stop_watchdog(&self) {
         let handle = self
             .watchdog
@@ -62,8 +75,15 @@ async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> Result<(), Error>
     if let Some(ttl) = ttl {
         lock.set_ttl(ttl);
     }
+    let (started, left) = (std::time::Instant::now(), lock.validity());
     match shared.core.extend(&mut lock).await {
         Ok(()) => {
+            // Validity that ran out before this extension landed was a
+            // moment `lost` said True: it stays True (it used to go back to
+            // False, after the holder may have stopped because of it).
+            if started.elapsed() >= left {
+                shared.lost.store(true, Ordering::SeqCst);
+            }
             *shared.snapshot() = lock;
             Ok(())
         }
@@ -178,7 +198,11 @@ impl Lock {
     }
 
     /// What leaving a `with` block does with the release's outcome: an
-    /// error in the block wins; a lost lock is reported as LockLost.
+    /// error in the block wins; a lock lost while the block ran is reported
+    /// as LockLost, also when the release still found it (validity runs
+    /// out ~1% of the TTL before the servers' deadlines, so a release
+    /// often succeeds: the block exited silently though `lost` had been
+    /// True, an attack run, helper-14).
     pub fn exit_outcome(
         &self,
         py: Python<'_>,
@@ -186,7 +210,12 @@ impl Lock {
         body_raised: bool,
     ) -> PyResult<bool> {
         match released {
-            Ok(()) => Ok(false),
+            Ok(()) if body_raised || !self.shared.lost.load(Ordering::SeqCst) => Ok(false),
+            Ok(()) => Err(LockLost::new_err(format!(
+                "{} ran out of validity while the block ran (renewal failed or came too late): \
+                 the end of the block was not protected by it",
+                self.shared.context()
+            ))),
             Err(_) if body_raised => Ok(false),
             Err(e) if self.lost() && !e.is_instance_of::<LockLost>(py) => {
                 let lost = LockLost::new_err(format!(
@@ -232,9 +261,7 @@ impl Lock {
     /// True once the lock can no longer be trusted: stop touching the resource.
     #[getter]
     fn lost(&self) -> bool {
-        let s = &self.shared;
-        s.lost.load(Ordering::SeqCst)
-            || (!s.released.load(Ordering::SeqCst) && s.snapshot().validity().is_zero())
+        self.shared.note_lost()
     }
     /// True once release() succeeded (or found the lock already gone).
     #[getter]
@@ -309,6 +336,7 @@ impl Lock {
         _exc: Option<Bound<'_, PyAny>>,
         _tb: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        self.shared.note_lost(); // before the release ends the validity
         let released = self.release(py);
         self.exit_outcome(py, released, exc_type.is_some())
     }

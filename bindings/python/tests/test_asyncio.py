@@ -119,6 +119,19 @@ def test_lost_in_async_with(servers):
     run(main())
 
 
+def test_an_async_block_that_outlived_its_validity_raises_lock_lost(servers):
+    urls = servers(3)
+
+    async def main():
+        locker = AsyncLocker(urls, ttl=0.5)
+        with pytest.raises(LockLost, match="validity"):
+            async with locker.lock("late", wait=0, auto_renew=False) as lock:
+                await asyncio.sleep(lock.validity + 0.002)
+                assert lock.lost
+
+    run(main())
+
+
 def test_bad_arguments_raise_at_the_await(servers):
     async def main():
         locker = AsyncLocker(["redis://127.0.0.1:1"])

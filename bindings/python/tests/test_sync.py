@@ -92,6 +92,18 @@ def test_lost_turns_true_while_the_critical_section_runs(servers):
     assert down <= {node for node, _cause in err.failures}
 
 
+def test_a_block_that_outlived_its_validity_raises_lock_lost(servers):
+    # Validity ends ~1% of the TTL (+2 ms) before the servers' deadlines, so
+    # the release at the end of the block still succeeds; the block used to
+    # exit silently though lost had turned True inside it.
+    locker = Locker(servers(3), ttl=0.5)
+    with pytest.raises(LockLost, match="validity"):
+        with locker.lock("late", wait=0, auto_renew=False) as lock:
+            time.sleep(lock.validity + 0.002)
+            assert lock.lost
+    assert lock.released and lock.lost, "lost stays True"
+
+
 def test_error_in_the_block_wins_over_release_errors(servers):
     locker = Locker(servers(1), ttl=1.0)
     with pytest.raises(KeyError):

@@ -68,11 +68,12 @@ class AsyncLock:
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        _ = self._lock.lost  # noted before the release ends the validity
         try:
             await self.release()
         except LockError as error:
             return self._lock._exit_outcome(error, exc_type is not None)
-        return False
+        return self._lock._exit_outcome(None, exc_type is not None)
 
     def __repr__(self) -> str:
         return repr(self._lock).replace("redis_lock_client.Lock", "redis_lock_client.AsyncLock")
