@@ -79,6 +79,28 @@ pub fn claimed(ctx: Ctx, name: RawString, token: u64) {
     }
 }
 
+/// The deadline of the lock at `name` (selected db) moved to `remaining` ms
+/// from now (EXTEND, a renewal): if anyone waits for it and the key's check
+/// is due later, bring the check forward. A lock shortened from 60 s to
+/// 100 ms was handed on at its old deadline, or when the active-expiry
+/// sweep reached it (an attack run, helper-13). A later deadline needs
+/// nothing: the early check finds the lock live and re-arms.
+pub fn deadline_moved(ctx: Ctx, name: RawString, remaining: Millis) {
+    let id = {
+        let q = queues();
+        if q.is_empty() {
+            return; // the hot path: nobody waits anywhere
+        }
+        let id = key_id(ctx, name);
+        let due = clock::now_ms().saturating_add(remaining);
+        if q.waiting(&id) == 0 || q.check(&id).is_some_and(|c| c.due <= due) {
+            return;
+        }
+        id
+    };
+    arm(ctx, id, remaining);
+}
+
 /// How long a write that must wait for a write pause is put off.
 const PAUSE_RETRY_MS: Millis = 20;
 

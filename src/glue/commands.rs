@@ -111,6 +111,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
             }
             Acquire::Renewed { token, .. } => {
                 blocking::claimed(ctx, name, token);
+                blocking::deadline_moved(ctx, name, held.remaining(now));
                 ctx.replicate_verbatim(); // deterministic on a replica: same owner, same token
                 return ctx.reply_int(token as i64);
             }
@@ -264,6 +265,7 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
             match outcome {
                 lock::Extend::Extended => {
                     blocking::claimed(ctx, name, held.token);
+                    blocking::deadline_moved(ctx, name, held.remaining(now));
                     ctx.replicate_verbatim();
                     stats::extended();
                 }
