@@ -16,10 +16,11 @@ fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-#[test]
-fn cluster_routes_lock_commands_to_the_owning_node() {
+/// `n` primaries made into one cluster with `redis-cli --cluster create`,
+/// waited for until every node says the cluster is ok.
+fn cluster(n: usize) -> Vec<Server> {
     let cluster_args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"];
-    let nodes: Vec<Server> = (0..3).map(|_| Server::with(&cluster_args, &[])).collect();
+    let nodes: Vec<Server> = (0..n).map(|_| Server::with(&cluster_args, &[])).collect();
     let addrs: Vec<String> = nodes
         .iter()
         .map(|n| format!("127.0.0.1:{}", n.port))
@@ -47,6 +48,12 @@ fn cluster_routes_lock_commands_to_the_owning_node() {
             "cluster did not converge"
         );
     }
+    nodes
+}
+
+#[test]
+fn cluster_routes_lock_commands_to_the_owning_node() {
+    let nodes = cluster(3);
     let mut owners_seen = std::collections::HashSet::new();
     for i in 0..30 {
         let key = format!("job:{i}");
@@ -70,4 +77,91 @@ fn cluster_routes_lock_commands_to_the_owning_node() {
         );
     }
     assert_eq!(owners_seen.len(), 3, "30 keys spread over all three nodes");
+}
+
+/// The node (index) whose slot holds `key`, and that slot.
+fn owner_of(nodes: &[Server], key: &str) -> (usize, String) {
+    let slot = cli(nodes[0].port, &["CLUSTER", "KEYSLOT", key]);
+    let owner = (0..nodes.len())
+        .find(|&n| !cli(nodes[n].port, &["LOCK.STATUS", key]).contains("MOVED"))
+        .expect("some node serves the slot");
+    (owner, slot)
+}
+
+#[test]
+fn a_waiter_never_gets_a_lock_whose_slot_migrated_away() {
+    // MIGRATE deletes the key on the source; its waiter used to be handed a
+    // fresh lock there while the target held the migrated one: two holders.
+    let nodes = cluster(3);
+    let (from, slot) = owner_of(&nodes, "job");
+    let to = (from + 1) % nodes.len();
+    let (src, dst) = (&nodes[from], &nodes[to]);
+    assert!(cli(src.port, &["LOCK.ACQUIRE", "job", "A", "30000"])
+        .parse::<i64>()
+        .is_ok());
+    // A plain hand-off works in a cluster.
+    let waiter = std::thread::spawn({
+        let port = src.port;
+        move || {
+            cli(
+                port,
+                &["LOCK.ACQUIRE", "job", "B", "30000", "WAIT", "10000"],
+            )
+        }
+    });
+    assert!(eventually(Duration::from_secs(5), || {
+        cli(src.port, &["LOCK.STATUS", "job"]).contains("waiters\n1")
+    }));
+    assert_eq!(cli(src.port, &["LOCK.RELEASE", "job", "A"]), "1");
+    assert!(waiter.join().unwrap().parse::<i64>().is_ok(), "handed off");
+    // B holds it; C waits; the slot moves to the other node with the key.
+    let waiter = std::thread::spawn({
+        let port = src.port;
+        move || {
+            cli(
+                port,
+                &["LOCK.ACQUIRE", "job", "C", "30000", "WAIT", "10000"],
+            )
+        }
+    });
+    assert!(eventually(Duration::from_secs(5), || {
+        cli(src.port, &["LOCK.STATUS", "job"]).contains("waiters\n1")
+    }));
+    let src_id = cli(src.port, &["CLUSTER", "MYID"]);
+    let dst_id = cli(dst.port, &["CLUSTER", "MYID"]);
+    cli(
+        dst.port,
+        &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &src_id],
+    );
+    cli(
+        src.port,
+        &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &dst_id],
+    );
+    let port = dst.port.to_string();
+    let migrated = cli(
+        src.port,
+        &["MIGRATE", "127.0.0.1", &port, "job", "0", "5000"],
+    );
+    assert_eq!(migrated, "OK");
+    let told = waiter.join().unwrap();
+    assert!(
+        told.contains("TRYAGAIN") || told.contains("another cluster node"),
+        "{told}"
+    );
+    assert_eq!(
+        cli(src.port, &["CLUSTER", "COUNTKEYSINSLOT", &slot]),
+        "0",
+        "no second lock left on the source"
+    );
+    for n in [dst, src] {
+        assert_eq!(
+            cli(n.port, &["CLUSTER", "SETSLOT", &slot, "NODE", &dst_id]),
+            "OK"
+        );
+    }
+    let on_target = cli(dst.port, &["LOCK.STATUS", "job"]);
+    assert!(
+        on_target.contains("owner\nB"),
+        "B still holds it: {on_target}"
+    );
 }

@@ -101,6 +101,10 @@ pub fn deadline_moved(ctx: Ctx, name: RawString, remaining: Millis) {
     arm(ctx, id, remaining);
 }
 
+/// What the waiters of a key whose slot left this node are told.
+const MOVED_AWAY: &str =
+    "TRYAGAIN the lock's key is served by another cluster node now (slot migrated); retry";
+
 /// How long a write that must wait for a write pause is put off.
 const PAUSE_RETRY_MS: Millis = 20;
 
@@ -348,6 +352,13 @@ pub fn settle(ctx: Ctx, name: RawString) {
     if let Some(left) = crate::rules::guard::remaining(now) {
         drop(key);
         return arm(ctx, id, left); // no new grants while the guard is up
+    }
+    if !ctx.serves_key(name) {
+        // The slot moved (MIGRATE, SETSLOT): the key is another node's now,
+        // maybe with its lock in it. Its waiters retry there (TRYAGAIN, as
+        // for a multi-key command during resharding).
+        drop(key);
+        return fail_all(&id, MOVED_AWAY);
     }
     time_out_due(now);
     let Some(next) = queues().pop_front(&id) else {

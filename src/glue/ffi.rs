@@ -116,6 +116,23 @@ impl Ctx {
         // SAFETY: valid ctx.
         unsafe { api!(RedisModule_GetContextFlags)(self.0) as u32 }
     }
+    /// Whether this node may serve, and create, the key `name` now. Outside
+    /// cluster mode always. In a cluster, the server's own redirection check
+    /// decides, reached through `RedisModule_Call` (which refuses a key the
+    /// node would redirect a client for: another node's slot, or a key
+    /// missing from a slot being migrated away): a hand-off must not create
+    /// a lock the slot's new owner already holds (an attack run, helper-13,
+    /// gave two holders across a MIGRATE).
+    pub fn serves_key(self, name: RawString) -> bool {
+        if self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER == 0 {
+            return true;
+        }
+        let context = redis_module::Context::new(self.0);
+        // A refused call comes back as an error value (the crate maps the
+        // NULL reply to one), not as Err: only EXISTS's integer means yes.
+        let reply = context.call("EXISTS", &[bytes(name)]);
+        matches!(reply, Ok(redis_module::RedisValue::Integer(_)))
+    }
     pub fn is_replica(self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
     }
