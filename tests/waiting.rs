@@ -1172,3 +1172,55 @@ fn withdrawn_waiters_give_their_memory_back() {
     assert_eq!(info_field(&mut c, "lock", "lock_waits_withdrawn"), "2400");
     assert_eq!(owner(&mut c, "k").as_deref(), Some("holder"));
 }
+
+#[test]
+fn an_undelivered_hand_off_is_left_alone_by_a_server_demoted_meanwhile() {
+    // The hand-off's client is killed and FAILOVER pauses writes in the same
+    // moment: the take-back waits for the pause, and by then the server is a
+    // replica. Deleting the lock there would make it disagree with its new
+    // primary; it leaves the lock to the new primary (held until its TTL).
+    let primary = Server::start();
+    let replica = Server::replica_of(&primary, &[]);
+    let mut p = primary.conn();
+    int(&mut p, "LOCK.ACQUIRE k A 20000");
+    let mut b = Pending::connect(primary.port);
+    b.write(&["CLIENT", "ID"]);
+    let b_id = b.reply().trim_start_matches(':').to_string();
+    b.write(&["LOCK.ACQUIRE", "k", "B", "20000", "WAIT", "0"]);
+    let _c = Pending::send(
+        primary.port,
+        &["LOCK.ACQUIRE", "k", "C", "20000", "WAIT", "0"],
+    );
+    wait_for_waiters(&mut p, "k", 2);
+    let mut raw = Pending::connect(primary.port);
+    let kill = ["CLIENT", "KILL", "ID", b_id.as_str()];
+    let batch: [&[&str]; 5] = [
+        &["MULTI"],
+        &["LOCK.RELEASE", "k", "A"],
+        &kill,
+        &["EXEC"],
+        &["FAILOVER"],
+    ];
+    for words in batch {
+        raw.write(words);
+    }
+    let mut r = replica.conn();
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            info_field(&mut r, "replication", "role") == "master"
+                && info_field(&mut p, "replication", "role") == "slave"
+        }),
+        "the failover did not happen"
+    );
+    std::thread::sleep(Duration::from_millis(300)); // take-back retries every 20 ms
+    let new_primary = status(&mut r, "k").map(|s| (s.0, s.1));
+    let old_primary = status(&mut p, "k").map(|s| (s.0, s.1));
+    assert_eq!(
+        new_primary.as_ref().map(|s| s.0.as_slice()),
+        Some(&b"B"[..])
+    );
+    assert_eq!(
+        old_primary, new_primary,
+        "the demoted server agrees with its primary"
+    );
+}
