@@ -65,6 +65,15 @@ fn classify(e: RedisError) -> Failure {
     }
 }
 
+/// `LOCK.SERVERID` refused for good: a module from before it, or an ACL
+/// user without it.
+fn cannot_say(e: &RedisError) -> bool {
+    e.code() == Some("NOPERM")
+        || e.to_string()
+            .to_ascii_lowercase()
+            .contains("unknown command")
+}
+
 fn broken(e: &RedisError) -> bool {
     e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal()
 }
@@ -214,8 +223,9 @@ impl Node {
     async fn identify(&self, c: &mut MultiplexedConnection) -> redis::RedisResult<()> {
         let run_id = match redis::cmd("LOCK.SERVERID").query_async::<Value>(c).await {
             Ok(Value::BulkString(id)) => String::from_utf8_lossy(&id).into_owned(),
-            Err(e) if broken(&e) => return Err(e),
-            Ok(_) | Err(_) => return Ok(()),
+            Err(e) if cannot_say(&e) => return Ok(()),
+            Err(e) => return Err(e), // BUSY, a broken connection...: not connected
+            Ok(_) => return Ok(()),
         };
         let db = self.client.get_connection_info().redis.db;
         let id = ServerId { run_id, db };
@@ -385,5 +395,17 @@ mod tests {
         )));
         assert!(!is_deterministic(&e(ErrorKind::TryAgain, "guard")));
         assert!(!is_deterministic(&e(ErrorKind::IoError, "reset")));
+    }
+
+    #[test]
+    fn a_server_that_cannot_say_who_it_is() {
+        let e = |kind, text: &'static str| RedisError::from((kind, text));
+        let unknown = e(
+            ErrorKind::ResponseError,
+            "unknown command 'LOCK.SERVERID', with args beginning with: ",
+        );
+        assert!(cannot_say(&unknown));
+        assert!(!cannot_say(&e(ErrorKind::BusyLoadingError, "loading")));
+        assert!(!cannot_say(&e(ErrorKind::IoError, "reset")));
     }
 }
