@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use redis_lock_client::{Builder, Error, Locker};
+use redis_lock_client::{Builder, Error, LockOptions, Locker};
 use redis_lock_testkit::proxy::DelayProxy;
 use std::time::Duration;
 
@@ -99,4 +99,95 @@ fn serverid_is_the_run_id_and_differs_between_servers() {
     assert_eq!(id(&a), id(&a), "stable");
     assert_ne!(id(&a), id(&b));
     assert!(err(&mut a.conn(), "LOCK.SERVERID x").contains("wrong number of arguments"));
+}
+
+// helper-15's attacks on the first version, which refused an alias node at
+// connect time and kept a claim per node: each of these broke it.
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_the_server_restarts_a_waiting_acquire_still_counts_it_once() {
+    // The claim of the node that kept the vote went stale with the restart,
+    // the alias claimed the new run_id, and WAIT requests (dedicated
+    // connections, never identified) went out through both.
+    let mut s = Server::start();
+    let proxy = DelayProxy::to(s.port);
+    let mut other = Server::start();
+    let l = locker(&[s.url(), proxy.url(), other.url()]);
+    let lock = l.try_lock("warm").await.unwrap();
+    l.unlock(&lock).await.unwrap();
+    s.restart();
+    other.kill();
+    let opts = LockOptions::new().owner("me").wait(Duration::from_secs(1));
+    let got = l.acquire("job", &opts).await;
+    assert!(got.is_err(), "one server voted twice: {got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_busy_while_connecting_is_still_counted_once() {
+    // LOCK.SERVERID answered BUSY (a script running): the check was skipped
+    // for the life of that connection.
+    let s = Server::with(&["--lua-time-limit", "100"], &[]);
+    let proxy = DelayProxy::to(s.port);
+    let mut other = Server::start();
+    let l = locker(&[s.url(), proxy.url(), other.url()]);
+    let port = s.port;
+    let script = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
+            .arg("while true do end")
+            .arg(0)
+            .query(&mut c);
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    let _ = l.try_lock("during-busy").await;
+    let _ = q(&mut s.conn(), "SCRIPT KILL");
+    script.join().unwrap();
+    other.kill();
+    let got = l.try_lock("job").await;
+    assert!(got.is_err(), "one server voted twice: {got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_still_votes_once_after_its_first_path_went_away() {
+    // The node that reached it first kept a claim after its proxy was gone,
+    // and the live path was refused for good: 2 of 3 servers up, no lock.
+    let s = Server::start();
+    let p0 = DelayProxy::to(s.port);
+    let p1 = DelayProxy::to(s.port);
+    p1.delay("LOCK.SERVERID", Duration::from_millis(150)); // p0 connects first
+    let other = Server::start();
+    let l = locker(&[p0.url(), p1.url(), other.url()]);
+    let lock = l.try_lock("warm").await.unwrap();
+    l.unlock(&lock).await.unwrap();
+    p1.clear();
+    drop(p0);
+    let lock = l
+        .try_lock("job")
+        .await
+        .expect("the server through p1, and other");
+    l.unlock(&lock).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_alias_keeps_its_connection() {
+    // A refused alias used to open (and identify) a new connection for
+    // every request.
+    let s = Server::start();
+    let proxy = DelayProxy::to(s.port);
+    let other = Server::start();
+    let l = locker(&[s.url(), proxy.url(), other.url()]);
+    let connections = || {
+        let n = info_field(&mut s.conn(), "stats", "total_connections_received");
+        n.parse::<i64>().unwrap()
+    };
+    let before = connections();
+    for _ in 0..50 {
+        let lock = l.try_lock("job").await.unwrap();
+        l.unlock(&lock).await.unwrap();
+    }
+    let opened = connections() - before - 1; // minus the one asking
+    assert!(opened <= 4, "{opened} connections for 50 cycles");
 }

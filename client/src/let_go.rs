@@ -8,7 +8,7 @@ use crate::lock::{Lock, Shared};
 use crate::locker::{Locker, Request};
 use crate::node::is_timeout;
 use crate::quorum::{Answer, Tally};
-use crate::round::{acquire_answer, Pending};
+use crate::round::{acquire_answer, untag, Pending};
 use futures_util::stream::StreamExt;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -122,7 +122,7 @@ pub(crate) fn withdraw_late(
             tokio::select! {
                 Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
                     queued[i] = false;
-                    let granted = matches!(acquire_answer(reply), Answer::Yes(_));
+                    let granted = matches!(acquire_answer(untag(reply).0), Answer::Yes(_));
                     if granted && Shared::is_let_go(&held) {
                         releases.push(locker.release_on(i, &name, &owner, true));
                     }

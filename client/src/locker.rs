@@ -6,11 +6,10 @@ use crate::config::Config;
 use crate::error::{Error, NodeFailure};
 use crate::let_go::release_timed_out;
 use crate::lock::{Lock, Shared};
-use crate::node::{self, within, Node};
+use crate::node::{within, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
-use crate::round::{acquire_answer, code_answer, Classify, Late, Pending, Reply, Round};
-use crate::server_ids::ServerIds;
+use crate::round::{acquire_answer, code_answer, untag, Classify, Late, Pending, Reply, Round};
 use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
@@ -76,7 +75,7 @@ pub(crate) fn settle_late(
     let (name, owner, unique) = (req.name.to_string(), req.owner.to_string(), req.unique);
     let settle = async move {
         while let Some((i, reply)) = late.next().await {
-            let granted = matches!(acquire_answer(reply), Answer::Yes(_));
+            let granted = matches!(acquire_answer(untag(reply).0), Answer::Yes(_));
             if granted && unique && Shared::is_let_go(&shared) {
                 let _ = locker.release_on(i, &name, &owner, true).await;
             }
@@ -166,11 +165,8 @@ impl Locker {
     /// A Locker over the (validated) `config`'s servers. No connection is
     /// opened until the first operation.
     pub fn new(config: Config) -> Locker {
-        let names: Vec<String> = config.urls.iter().map(|u| node::url_name(u)).collect();
-        let ids = Arc::new(ServerIds::new(names.clone()));
-        let nodes: Vec<Arc<Node>> = (config.urls.iter().enumerate())
-            .map(|(i, u)| Arc::new(Node::new(u, i, ids.clone())))
-            .collect();
+        let nodes: Vec<Arc<Node>> = config.urls.iter().map(|u| Arc::new(Node::new(u))).collect();
+        let names = nodes.iter().map(|n| n.name.clone()).collect();
         Locker {
             inner: Arc::new(Inner {
                 all: (0..nodes.len()).collect(),

@@ -2,7 +2,7 @@
 //! short operation, (re)connected on demand after a failure, and a small
 //! pool of dedicated connections for blocking calls (`LOCK.ACQUIRE ... WAIT`).
 
-use crate::server_ids::{ServerId, ServerIds};
+use crate::server_ids::{self, ServerTag};
 use redis::aio::MultiplexedConnection;
 use redis::{Client, Cmd, ErrorKind, RedisError, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -78,6 +78,9 @@ fn broken(e: &RedisError) -> bool {
     e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal()
 }
 
+/// The shared connection: a handle, its id, and the server it reached.
+type Shared = (MultiplexedConnection, usize, Option<ServerTag>);
+
 pub struct Node {
     /// host:port, for messages (never the password).
     pub name: String,
@@ -90,11 +93,10 @@ pub struct Node {
     idle: std::sync::Mutex<Vec<Driven>>,
     /// Shared connections opened so far (their ids).
     opened: AtomicUsize,
-    /// This node's place among its Locker's nodes, and what they reported
-    /// being (`server_ids.rs`).
-    index: usize,
-    ids: Arc<ServerIds>,
 }
+
+/// A reply, and the server whose connection carried it (`server_ids.rs`).
+pub(crate) type Tagged = (Value, Option<ServerTag>);
 
 /// A connection and a watch on the runtime its driver task runs on
 /// (redis-rs spawns it on the runtime that opened it). When that runtime
@@ -108,15 +110,18 @@ struct Driven {
     /// reused): a failed request drops the shared connection only if it is
     /// still the one it failed on.
     id: usize,
+    /// The server it reached, as it said (None: it cannot say).
+    server: Option<ServerTag>,
 }
 
 impl Driven {
     /// Opened on the current runtime.
-    fn here(conn: MultiplexedConnection, id: usize) -> Driven {
+    fn here(conn: MultiplexedConnection, id: usize, server: Option<ServerTag>) -> Driven {
         Driven {
             conn,
             runtime: RuntimeWatch::here(),
             id,
+            server,
         }
     }
 }
@@ -149,34 +154,27 @@ impl RuntimeWatch {
     }
 }
 
-/// `host:port` of a (validated) URL, for messages (never the password).
-pub(crate) fn url_name(url: &str) -> String {
-    let client = Client::open(url).expect("URL validated by the builder");
-    crate::endpoint::node_name(client.get_connection_info())
-}
-
 impl Node {
-    /// Node `index` of the Locker whose nodes share `ids`.
-    pub(crate) fn new(url: &str, index: usize, ids: Arc<ServerIds>) -> Node {
+    pub fn new(url: &str) -> Node {
         let client = Client::open(url).expect("URL validated by the builder");
         Node {
-            name: ids.name(index).to_string(),
+            name: crate::endpoint::node_name(client.get_connection_info()),
             client,
             conn: std::sync::Mutex::new(None),
             connecting: Mutex::new(()),
             idle: std::sync::Mutex::new(Vec::new()),
             opened: AtomicUsize::new(0),
-            index,
-            ids,
         }
     }
 
     /// The shared connection, unless none is open or its runtime is gone
     /// (then it is dropped, and the next request opens a new one).
-    fn cached(&self) -> Option<(MultiplexedConnection, usize)> {
+    fn cached(&self) -> Option<Shared> {
         let mut slot = self.conn.lock().expect("connection slot");
         match slot.as_ref() {
-            Some(open) if open.runtime.is_up() => Some((open.conn.clone(), open.id)),
+            Some(open) if open.runtime.is_up() => {
+                Some((open.conn.clone(), open.id, open.server.clone()))
+            }
             Some(_) => {
                 *slot = None;
                 None
@@ -196,52 +194,44 @@ impl Node {
     /// its future is kilobytes, and inlined it would size (and cost a copy
     /// of) every request's future, though nearly every request finds the
     /// connection open.
-    async fn connection(&self) -> redis::RedisResult<(MultiplexedConnection, usize)> {
+    async fn connection(&self) -> redis::RedisResult<Shared> {
         match self.cached() {
             Some(c) => Ok(c),
             None => Box::pin(self.connect()).await,
         }
     }
 
-    async fn connect(&self) -> redis::RedisResult<(MultiplexedConnection, usize)> {
+    async fn connect(&self) -> redis::RedisResult<Shared> {
         let _connecting = self.connecting.lock().await;
         if let Some(open) = self.cached() {
             return Ok(open);
         }
         let mut c = self.client.get_multiplexed_async_connection().await?;
-        self.identify(&mut c).await?;
+        let server = self.identify(&mut c).await?;
         let id = self.opened.fetch_add(1, Ordering::Relaxed);
-        let open = Driven::here(c.clone(), id);
+        let open = Driven::here(c.clone(), id, server.clone());
         *self.conn.lock().expect("connection slot") = Some(open);
-        Ok((c, id))
+        Ok((c, id, server))
     }
 
-    /// Ask a new connection which server it reached, and refuse it if
-    /// another node of this Locker already reached that server. A server
-    /// that cannot say (a module before `LOCK.SERVERID`, an ACL without it)
-    /// is taken as distinct: the builder's URL check is all there is then.
-    async fn identify(&self, c: &mut MultiplexedConnection) -> redis::RedisResult<()> {
-        let run_id = match redis::cmd("LOCK.SERVERID").query_async::<Value>(c).await {
-            Ok(Value::BulkString(id)) => String::from_utf8_lossy(&id).into_owned(),
-            Err(e) if cannot_say(&e) => return Ok(()),
-            Err(e) => return Err(e), // BUSY, a broken connection...: not connected
-            Ok(_) => return Ok(()),
-        };
-        let db = self.client.get_connection_info().redis.db;
-        let id = ServerId { run_id, db };
-        self.ids.claim(self.index, id.clone()).map_err(|other| {
-            RedisError::from((
-                ErrorKind::InvalidClientConfig,
-                "two URLs reach one server",
-                format!(
-                    "{} reaches the same server as {} (run_id {}, db {}): list each server once",
-                    self.name,
-                    self.ids.name(other),
-                    id.run_id,
-                    id.db
-                ),
-            ))
-        })
+    /// Which server a new connection reached (`LOCK.SERVERID`), so that a
+    /// round counts one yes per server. None for a server that cannot say
+    /// (a module before `LOCK.SERVERID`, an ACL without it): counted as
+    /// distinct, the builder's URL check is all there is then. Any other
+    /// error (BUSY, a broken connection) fails the connection.
+    async fn identify(
+        &self,
+        c: &mut MultiplexedConnection,
+    ) -> redis::RedisResult<Option<ServerTag>> {
+        match redis::cmd("LOCK.SERVERID").query_async::<Value>(c).await {
+            Ok(Value::BulkString(id)) => {
+                let db = self.client.get_connection_info().redis.db;
+                Ok(Some(server_ids::tag(&String::from_utf8_lossy(&id), db)))
+            }
+            Ok(_) => Ok(None),
+            Err(e) if cannot_say(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Run a blocking command on a connection of its own, so it does not
@@ -250,13 +240,11 @@ impl Node {
     /// connection (a reply may still be on its way), and a pooled
     /// connection found broken is replaced once. No deadline of its own:
     /// the caller's round has one.
-    pub async fn query_dedicated(&self, cmd: &Cmd) -> Result<Value, Failure> {
-        // The shared connection tells which server this is (`identify`):
-        // an alias must not wait in a queue and vote there either.
-        self.connection().await.map_err(classify)?;
+    pub async fn query_dedicated(&self, cmd: &Cmd) -> Result<Tagged, Failure> {
         let open = || async {
-            let c = Box::pin(self.client.get_multiplexed_async_connection()).await?;
-            Ok::<_, RedisError>(Driven::here(c, 0))
+            let mut c = Box::pin(self.client.get_multiplexed_async_connection()).await?;
+            let server = Box::pin(self.identify(&mut c)).await?;
+            Ok::<_, RedisError>(Driven::here(c, 0, server))
         };
         let attempt = async {
             let mut conn = match self.pooled() {
@@ -268,13 +256,14 @@ impl Node {
                 conn = open().await?;
                 reply = cmd.query_async::<Value>(&mut conn.conn).await;
             }
+            let server = conn.server.clone();
             if !matches!(&reply, Err(e) if broken(e)) {
                 let mut idle = self.idle.lock().expect("pool lock");
                 if idle.len() < IDLE_DEDICATED {
                     idle.push(conn);
                 }
             }
-            reply
+            reply.map(|v| (v, server))
         };
         attempt.await.map_err(classify)
     }
@@ -309,17 +298,17 @@ impl Node {
     /// RELEASE would grant again; with REENTRANT it adds a hold), nor a
     /// caller's own owner's RELEASE (on a REENTRANT lock a repeat drops a
     /// hold another handle still counts on: two holders).
-    pub async fn query_shared(&self, cmd: &Cmd, resend: bool) -> Result<Value, Failure> {
+    pub async fn query_shared(&self, cmd: &Cmd, resend: bool) -> Result<Tagged, Failure> {
         let mut resent = false;
         loop {
             let mut used = None;
             let attempt = async {
-                let (mut c, id) = self.connection().await?;
+                let (mut c, id, server) = self.connection().await?;
                 used = Some(id);
-                cmd.query_async::<Value>(&mut c).await
+                cmd.query_async::<Value>(&mut c).await.map(|v| (v, server))
             };
             match attempt.await {
-                Ok(v) => return Ok(v),
+                Ok(tagged) => return Ok(tagged),
                 Err(e) if broken(&e) => {
                     if let Some(dead) = used {
                         self.forget(dead);
@@ -344,17 +333,19 @@ impl Node {
         }
     }
 
-    /// [`Node::query_shared`] with a deadline.
+    /// [`Node::query_shared`] with a deadline, without the server's tag.
     pub async fn query(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, Failure> {
-        within(timeout, self.query_shared(cmd, false)).await
+        within(timeout, self.query_shared(cmd, false))
+            .await
+            .map(|(v, _)| v)
     }
 }
 
 /// `query`'s reply, or a timeout failure once `timeout` has passed.
-pub(crate) async fn within(
+pub(crate) async fn within<T>(
     timeout: Duration,
-    query: impl std::future::Future<Output = Result<Value, Failure>>,
-) -> Result<Value, Failure> {
+    query: impl std::future::Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
     tokio::time::timeout(timeout, query)
         .await
         .unwrap_or_else(|_| Err(timed_out(timeout)))

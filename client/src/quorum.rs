@@ -2,6 +2,7 @@
 //! round of replies with its early verdict.
 
 use crate::error::NodeFailure;
+use crate::server_ids::{ServerTag, Voters};
 use std::time::Duration;
 
 /// How far above the client's clock the requested token floor is: more
@@ -69,6 +70,8 @@ pub struct Tally {
     pub failures: Vec<(usize, String)>,
     /// Nodes that refused for good, with the server's message.
     pub rejected: Vec<(usize, String)>,
+    /// The servers whose yes counted (one each, whatever the URLs).
+    voters: Voters,
 }
 
 /// How a round ended.
@@ -96,7 +99,14 @@ impl Tally {
 
     /// Count one node's answer.
     pub fn add(&mut self, node: usize, answer: Answer) {
-        match answer {
+        self.add_from(node, None, answer);
+    }
+
+    /// Count one node's answer, which came from `server`: a yes from a
+    /// server whose yes already counted through another node (two URLs
+    /// reaching one server) is no vote, and is counted as refused.
+    pub(crate) fn add_from(&mut self, node: usize, server: Option<&ServerTag>, answer: Answer) {
+        match self.voters.count(node, server, answer) {
             Answer::Yes(token) => self.yes.push((node, token)),
             Answer::Busy => self.busy += 1,
             Answer::Gone => self.gone += 1,

@@ -2,8 +2,9 @@
 //! as they come under one deadline, and what to do with the requests still
 //! in flight once the verdict is in.
 
-use crate::node::{timed_out, Failure};
+use crate::node::{timed_out, Failure, Tagged};
 use crate::quorum::{Answer, Tally, Verdict};
+use crate::server_ids::ServerTag;
 use crate::stragglers::Stragglers;
 use futures_util::future::{BoxFuture, FutureExt};
 use futures_util::stream::StreamExt;
@@ -41,11 +42,20 @@ pub(crate) fn code_answer(reply: Result<Value, Failure>) -> Answer {
     }
 }
 
+/// A reply apart from the server that sent it.
+pub(crate) fn untag(reply: Result<Tagged, Failure>) -> (Result<Value, Failure>, Option<ServerTag>) {
+    match reply {
+        Ok((value, server)) => (Ok(value), server),
+        Err(e) => (Err(e), None),
+    }
+}
+
 /// How a round reads one node's reply.
 pub(crate) type Classify = fn(Result<Value, Failure>) -> Answer;
 
-/// One node's reply, tagged with the node's index.
-pub(crate) type Reply = (usize, Result<Value, Failure>);
+/// One node's reply (and the server that sent it), tagged with the node's
+/// index.
+pub(crate) type Reply = (usize, Result<Tagged, Failure>);
 
 /// Requests in flight, polled on the caller's task: joining the futures
 /// costs far less than a spawned task per node per round.
@@ -125,9 +135,11 @@ impl Round {
     }
 
     /// Node `i` answered.
-    fn record(&mut self, i: usize, reply: Result<Value, Failure>) {
+    fn record(&mut self, i: usize, reply: Result<Tagged, Failure>) {
         self.waiting[i] = false;
-        self.tally.add(i, (self.classify)(reply));
+        let (reply, server) = untag(reply);
+        self.tally
+            .add_from(i, server.as_ref(), (self.classify)(reply));
     }
 
     /// Wait for the stragglers too (until the round's deadline).

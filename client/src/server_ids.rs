@@ -1,108 +1,146 @@
-//! Which server each node turned out to be, by the `run_id` its module
-//! reports (`LOCK.SERVERID`) on every new connection. The builder refuses
-//! the aliases it can see in the URLs (`localhost` and `127.0.0.1`); this
-//! catches the rest once connected: a machine's LAN address next to
-//! `127.0.0.1`, a unix socket next to its server's TCP port, a proxy. Two
-//! nodes that reach one server must not both vote: one crash would take
-//! two votes, and a client listing the server once and another listing it
-//! twice could both hold a majority.
+//! One vote per server, whatever the URLs. The builder refuses the aliases
+//! it can see in the URLs (`localhost` and `127.0.0.1`); the rest (a
+//! machine's LAN address next to `127.0.0.1`, a unix socket next to its
+//! server's TCP port, a proxy) is caught by the server itself: every new
+//! connection asks `LOCK.SERVERID` (the server's `run_id`), and a yes is
+//! counted once per server in a round, whichever node it came through.
+//!
+//! Counting per reply, not refusing an alias node up front: the identity
+//! travels with the connection that carried the reply, so there is no
+//! per-node state to go stale (a restarted server, a path that went away,
+//! a pooled connection opened before a claim moved: an attack run broke
+//! each of those in the claim-based first version, helper-15).
 
-use std::sync::Mutex;
+use crate::quorum::Answer;
+use std::sync::Arc;
 
-/// A server process and the db a node uses on it: two dbs of one server are
-/// allowed (README), so they are two identities.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ServerId {
-    pub run_id: String,
-    pub db: i64,
+/// The server (and db: two dbs of one server are allowed, as two lock
+/// spaces) a connection reached: `run_id/db`.
+pub(crate) type ServerTag = Arc<str>;
+
+/// The tag of a server that reported `run_id`, reached with `db`.
+pub(crate) fn tag(run_id: &str, db: i64) -> ServerTag {
+    format!("{run_id}/{db}").into()
 }
 
-/// The latest identity each node of one Locker reported.
-#[derive(Debug)]
-pub(crate) struct ServerIds {
-    seen: Mutex<Vec<Option<ServerId>>>,
-    /// Each node's `host:port`, for messages.
-    names: Vec<String>,
+/// The servers that said yes so far in one round or acquisition.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Voters {
+    /// (server, the node whose yes counted for it).
+    seen: Vec<(ServerTag, usize)>,
 }
 
-impl ServerIds {
-    pub(crate) fn new(names: Vec<String>) -> ServerIds {
-        ServerIds {
-            seen: Mutex::new(vec![None; names.len()]),
-            names,
+impl Voters {
+    /// `node` said yes over a connection to `server` (None: a server that
+    /// cannot say, counted as its own). Err with the node whose yes already
+    /// counted for that server.
+    pub(crate) fn admit(&mut self, node: usize, server: Option<&ServerTag>) -> Result<(), usize> {
+        let Some(server) = server else {
+            return Ok(());
+        };
+        match self.seen.iter().find(|(s, n)| s == server && *n != node) {
+            Some(&(_, other)) => Err(other),
+            None => {
+                if !self.seen.iter().any(|(s, n)| s == server && *n == node) {
+                    self.seen.push((server.clone(), node));
+                }
+                Ok(())
+            }
         }
     }
 
-    pub(crate) fn name(&self, node: usize) -> &str {
-        self.names.get(node).map_or("?", String::as_str)
+    /// `node`'s `answer`, which came from `server`, as it counts: a yes from
+    /// a server whose yes already counted through another node is no vote,
+    /// and is a refusal naming that node.
+    pub(crate) fn count(
+        &mut self,
+        node: usize,
+        server: Option<&ServerTag>,
+        answer: Answer,
+    ) -> Answer {
+        match (answer, server) {
+            (Answer::Yes(token), Some(server)) => match self.admit(node, Some(server)) {
+                Ok(()) => Answer::Yes(token),
+                Err(other) => Answer::Rejected(same_server(other, server)),
+            },
+            (answer, _) => answer,
+        }
     }
 
-    /// Node `node` connected and found `id`. Refused (with the index of the
-    /// other node) when another node already reported the same server: the
-    /// first to connect keeps its vote, the alias gets none. A node that
-    /// reconnects (its server restarted with a new run_id) reports again.
-    pub(crate) fn claim(&self, node: usize, id: ServerId) -> Result<(), usize> {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let other = seen
-            .iter()
-            .enumerate()
-            .find(|(i, s)| *i != node && s.as_ref() == Some(&id));
-        if let Some((other, _)) = other {
-            return Err(other);
-        }
-        if let Some(slot) = seen.get_mut(node) {
-            *slot = Some(id);
-        }
-        Ok(())
+    /// `node`'s yes was given back (a waiting acquisition's hold-out): its
+    /// server may vote again, through any node.
+    pub(crate) fn forget(&mut self, node: usize) {
+        self.seen.retain(|&(_, n)| n != node);
     }
+}
+
+/// The refusal of a second yes from one server.
+fn same_server(other: usize, server: &ServerTag) -> String {
+    format!(
+        "reaches the same server as server {} of the list (run_id/db {server}): \
+         list each server once",
+        other + 1
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn names(n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("node{i}")).collect()
-    }
-
-    fn id(run_id: &str, db: i64) -> ServerId {
-        ServerId {
-            run_id: run_id.into(),
-            db,
-        }
+    #[test]
+    fn a_second_yes_from_one_server_is_refused_naming_the_first() {
+        let (s, o) = (tag("s", 0), tag("o", 0));
+        let mut v = Voters::default();
+        assert_eq!(v.admit(1, Some(&s)), Ok(()));
+        assert_eq!(v.admit(2, Some(&o)), Ok(()));
+        assert_eq!(v.admit(0, Some(&s)), Err(1));
+        assert_eq!(
+            v.admit(1, Some(&s)),
+            Ok(()),
+            "the same node again is not a second vote"
+        );
     }
 
     #[test]
-    fn the_second_node_reaching_a_server_is_refused_naming_the_first() {
-        let ids = ServerIds::new(names(3));
-        assert_eq!(ids.claim(0, id("a", 0)), Ok(()));
-        assert_eq!(ids.claim(2, id("b", 0)), Ok(()));
-        assert_eq!(ids.claim(1, id("a", 0)), Err(0));
-        assert_eq!(ids.claim(1, id("a", 0)), Err(0), "and on every reconnect");
+    fn two_dbs_of_one_server_are_two_voters() {
+        let mut v = Voters::default();
+        assert_eq!(v.admit(0, Some(&tag("s", 0))), Ok(()));
+        assert_eq!(v.admit(1, Some(&tag("s", 1))), Ok(()));
     }
 
     #[test]
-    fn two_dbs_of_one_server_are_two_identities() {
-        let ids = ServerIds::new(names(2));
-        assert_eq!(ids.claim(0, id("a", 0)), Ok(()));
-        assert_eq!(ids.claim(1, id("a", 1)), Ok(()));
+    fn servers_that_cannot_say_are_each_their_own() {
+        let mut v = Voters::default();
+        assert_eq!(v.admit(0, None), Ok(()));
+        assert_eq!(v.admit(1, None), Ok(()));
     }
 
     #[test]
-    fn a_node_reconnecting_to_its_own_server_is_not_an_alias() {
-        let ids = ServerIds::new(names(2));
-        assert_eq!(ids.claim(0, id("a", 0)), Ok(()));
-        assert_eq!(ids.claim(0, id("a", 0)), Ok(()));
+    fn a_yes_given_back_frees_its_server_for_another_node() {
+        let s = tag("s", 0);
+        let mut v = Voters::default();
+        assert_eq!(v.admit(0, Some(&s)), Ok(()));
+        v.forget(0);
+        assert_eq!(v.admit(1, Some(&s)), Ok(()));
+        assert_eq!(v.admit(0, Some(&s)), Err(1));
     }
 
     #[test]
-    fn a_restarted_server_is_claimed_by_whichever_node_reconnects_first() {
-        // Nodes 0 and 1 are one server listed twice; node 1 was refused.
-        let ids = ServerIds::new(names(2));
-        assert_eq!(ids.claim(0, id("old", 0)), Ok(()));
-        assert_eq!(ids.claim(1, id("old", 0)), Err(0));
-        // It restarts with a new run_id; node 1 happens to reconnect first.
-        assert_eq!(ids.claim(1, id("new", 0)), Ok(()));
-        assert_eq!(ids.claim(0, id("new", 0)), Err(1), "still one vote");
+    fn a_second_yes_counts_as_a_refusal_naming_the_first_by_its_place() {
+        let s = tag("abc", 2);
+        let mut v = Voters::default();
+        assert_eq!(v.count(0, Some(&s), Answer::Yes(7)), Answer::Yes(7));
+        assert_eq!(
+            v.count(1, Some(&s), Answer::Busy),
+            Answer::Busy,
+            "only a yes is a vote"
+        );
+        let Answer::Rejected(msg) = v.count(1, Some(&s), Answer::Yes(7)) else {
+            panic!("counted twice")
+        };
+        assert!(
+            msg.contains("server 1 of the list") && msg.contains("abc/2"),
+            "{msg}"
+        );
     }
 }

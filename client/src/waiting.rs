@@ -26,7 +26,8 @@ use crate::lock::{Lock, Shared};
 use crate::locker::{lock_cmd, ms, settle_late, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
 use crate::node::is_timeout;
 use crate::quorum::{self, Answer, Tally};
-use crate::round::{acquire_answer, Pending};
+use crate::round::{acquire_answer, untag, Pending};
+use crate::server_ids::Voters;
 use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::Cmd;
@@ -233,6 +234,8 @@ impl Locker {
             .collect();
         // Each server's last failure, for the error if the wait runs out.
         let mut causes: Vec<Option<String>> = vec![None; n];
+        // One grant per server, whatever the URLs (server_ids.rs).
+        let mut voters = Voters::default();
         let mut acquires = Pending::new();
         let mut returns = Pending::new();
         let mut holdout_at: Option<Instant> = None;
@@ -295,7 +298,8 @@ impl Locker {
                     let sent = match slots[i] { Slot::Queued(at) => at, _ => now };
                     let now = Instant::now();
                     rtt = Some(rtt.map_or(now - sent, |r| r.min(now - sent)));
-                    let answer = acquire_answer(reply);
+                    let (reply, server) = untag(reply);
+                    let answer = voters.count(i, server.as_ref(), acquire_answer(reply));
                     if !matches!(answer, Answer::Failed(_)) {
                         causes[i] = None;
                     }
@@ -342,6 +346,7 @@ impl Locker {
                         for (i, slot) in slots.iter_mut().enumerate() {
                             if matches!(slot, Slot::Granted(..)) {
                                 *slot = Slot::Returning;
+                                voters.forget(i);
                                 returns.push(self.release_on(i, req.name, req.owner, req.unique));
                             }
                         }
