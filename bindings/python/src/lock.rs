@@ -96,6 +96,10 @@ async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> Result<(), Error>
 }
 
 async fn release(shared: Arc<Shared>) -> Result<(), Error> {
+    // A validity that ran out is a loss even if the release still finds
+    // the lock: note it before the release ends the validity (an explicit
+    // release() inside a `with` block hid it, helper-15).
+    shared.note_lost();
     shared.stop_watchdog();
     let _one_at_a_time = shared.ops.lock().await;
     if shared.released.load(Ordering::SeqCst) {
@@ -336,7 +340,6 @@ impl Lock {
         _exc: Option<Bound<'_, PyAny>>,
         _tb: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        self.shared.note_lost(); // before the release ends the validity
         let released = self.release(py);
         self.exit_outcome(py, released, exc_type.is_some())
     }

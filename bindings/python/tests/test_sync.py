@@ -104,6 +104,19 @@ def test_a_block_that_outlived_its_validity_raises_lock_lost(servers):
     assert lock.released and lock.lost, "lost stays True"
 
 
+def test_an_explicit_release_after_the_validity_ran_out_reports_the_loss(servers):
+    locker = Locker(servers(3), ttl=0.5)
+    with pytest.raises(LockLost, match="validity"):
+        with locker.lock("late", wait=0, auto_renew=False) as lock:
+            time.sleep(lock.validity + 0.002)
+            lock.release()  # succeeds: the servers' deadline is later
+    assert lock.lost
+    bare = locker.lock("late2", wait=0, auto_renew=False)
+    time.sleep(bare.validity + 0.002)
+    bare.release()
+    assert bare.lost, "a release does not make a lost lock look fine"
+
+
 def test_error_in_the_block_wins_over_release_errors(servers):
     locker = Locker(servers(1), ttl=1.0)
     with pytest.raises(KeyError):

@@ -68,7 +68,6 @@ class AsyncLock:
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        _ = self._lock.lost  # noted before the release ends the validity
         try:
             await self.release()
         except LockError as error:
