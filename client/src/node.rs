@@ -79,7 +79,7 @@ fn broken(e: &RedisError) -> bool {
 }
 
 /// The shared connection: a handle, its id, and the server it reached.
-type Shared = (MultiplexedConnection, usize, Option<ServerTag>);
+type SharedConn = (MultiplexedConnection, usize, Option<ServerTag>);
 
 pub struct Node {
     /// host:port, for messages (never the password).
@@ -91,7 +91,7 @@ pub struct Node {
     /// Held while (re)connecting, so a burst of requests opens one connection.
     connecting: Mutex<()>,
     idle: std::sync::Mutex<Vec<Driven>>,
-    /// Shared connections opened so far (their ids).
+    /// SharedConn connections opened so far (their ids).
     opened: AtomicUsize,
 }
 
@@ -169,7 +169,7 @@ impl Node {
 
     /// The shared connection, unless none is open or its runtime is gone
     /// (then it is dropped, and the next request opens a new one).
-    fn cached(&self) -> Option<Shared> {
+    fn cached(&self) -> Option<SharedConn> {
         let mut slot = self.conn.lock().expect("connection slot");
         match slot.as_ref() {
             Some(open) if open.runtime.is_up() => {
@@ -194,14 +194,14 @@ impl Node {
     /// its future is kilobytes, and inlined it would size (and cost a copy
     /// of) every request's future, though nearly every request finds the
     /// connection open.
-    async fn connection(&self) -> redis::RedisResult<Shared> {
+    async fn connection(&self) -> redis::RedisResult<SharedConn> {
         match self.cached() {
             Some(c) => Ok(c),
             None => Box::pin(self.connect()).await,
         }
     }
 
-    async fn connect(&self) -> redis::RedisResult<Shared> {
+    async fn connect(&self) -> redis::RedisResult<SharedConn> {
         let _connecting = self.connecting.lock().await;
         if let Some(open) = self.cached() {
             return Ok(open);
