@@ -91,7 +91,7 @@ pub struct Node {
     /// Held while (re)connecting, so a burst of requests opens one connection.
     connecting: Mutex<()>,
     idle: std::sync::Mutex<Vec<Driven>>,
-    /// SharedConn connections opened so far (their ids).
+    /// Shared connections opened so far (their ids).
     opened: AtomicUsize,
 }
 
