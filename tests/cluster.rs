@@ -19,7 +19,20 @@ fn cli(port: u16, args: &[&str]) -> String {
 /// `n` primaries made into one cluster with `redis-cli --cluster create`,
 /// waited for until every node says the cluster is ok.
 fn cluster(n: usize) -> Vec<Server> {
-    let cluster_args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"];
+    cluster_with(n, &[])
+}
+
+/// [`cluster`] with more server arguments.
+fn cluster_with(n: usize, extra: &[&str]) -> Vec<Server> {
+    let mut cluster_args = vec![
+        "--cluster-enabled",
+        "yes",
+        "--cluster-node-timeout",
+        "2000",
+        "--enable-debug-command",
+        "yes",
+    ];
+    cluster_args.extend_from_slice(extra);
     let nodes: Vec<Server> = (0..n).map(|_| Server::with(&cluster_args, &[])).collect();
     let addrs: Vec<String> = nodes
         .iter()
@@ -164,4 +177,95 @@ fn a_waiter_never_gets_a_lock_whose_slot_migrated_away() {
         on_target.contains("owner\nB"),
         "B still holds it: {on_target}"
     );
+}
+
+#[test]
+fn a_lock_that_expired_but_was_not_reaped_migrates() {
+    // The target refused it as a RESTORE with TTL 0: MIGRATE failed and a
+    // reshard stopped with the slot half moved.
+    let nodes = cluster(3);
+    let (from, slot) = owner_of(&nodes, "job");
+    let (src, dst) = (&nodes[from], &nodes[(from + 1) % nodes.len()]);
+    let src_id = cli(src.port, &["CLUSTER", "MYID"]);
+    let dst_id = cli(dst.port, &["CLUSTER", "MYID"]);
+    cli(
+        dst.port,
+        &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &src_id],
+    );
+    let mut c = src.conn();
+    let port = dst.port.to_string();
+    // In one transaction, so that no reaper runs between expiry and MIGRATE.
+    let migrated: Vec<redis::Value> = redis::pipe()
+        .atomic()
+        .cmd("LOCK.ACQUIRE")
+        .arg("job")
+        .arg("H")
+        .arg(1)
+        .cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.05")
+        .cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(&slot)
+        .arg("MIGRATING")
+        .arg(&dst_id)
+        .cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(&port)
+        .arg("job")
+        .arg(0)
+        .arg(5000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        migrated.last(),
+        Some(&redis::Value::Okay),
+        "MIGRATE of the expired lock: {migrated:?}"
+    );
+    assert_eq!(cli(src.port, &["CLUSTER", "COUNTKEYSINSLOT", &slot]), "0");
+    for n in [dst, src] {
+        assert_eq!(
+            cli(n.port, &["CLUSTER", "SETSLOT", &slot, "NODE", &dst_id]),
+            "OK"
+        );
+    }
+    assert_eq!(cli(dst.port, &["LOCK.STATUS", "job"]), "", "expired: free");
+    assert!(cli(dst.port, &["LOCK.ACQUIRE", "job", "B", "5000"])
+        .parse::<i64>()
+        .is_ok());
+}
+
+#[test]
+fn no_hand_off_while_the_cluster_is_down() {
+    // With reads allowed while the cluster is down, Valkey 8.1 kept the
+    // waiter queued and the hand-off at expiry went through, though the
+    // node refused the same lock to a plain ACQUIRE (a promoted replica on
+    // the other side of a partition could grant it too: two holders).
+    let mut nodes = cluster_with(3, &["--cluster-allow-reads-when-down", "yes"]);
+    let (owner, _) = owner_of(&nodes, "job");
+    let port = nodes[owner].port;
+    assert!(cli(port, &["LOCK.ACQUIRE", "job", "H", "6000"])
+        .parse::<i64>()
+        .is_ok());
+    let waiter = std::thread::spawn(move || {
+        cli(
+            port,
+            &["LOCK.ACQUIRE", "job", "W", "30000", "WAIT", "20000"],
+        )
+    });
+    assert!(eventually(Duration::from_secs(5), || {
+        cli(port, &["LOCK.STATUS", "job"]).contains("waiters\n1")
+    }));
+    nodes[(owner + 1) % 3].kill(); // one of three primaries: the cluster fails
+    assert!(
+        eventually(Duration::from_secs(15), || cli(port, &["CLUSTER", "INFO"])
+            .contains("cluster_state:fail")),
+        "the cluster did not notice"
+    );
+    let told = waiter.join().unwrap();
+    assert!(
+        told.parse::<i64>().is_err(),
+        "a lock was handed on while the cluster was down: {told}"
+    );
+    assert!(!cli(port, &["LOCK.STATUS", "job"]).contains("owner\nW"));
 }

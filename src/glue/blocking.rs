@@ -101,10 +101,6 @@ pub fn deadline_moved(ctx: Ctx, name: RawString, remaining: Millis) {
     arm(ctx, id, remaining);
 }
 
-/// What the waiters of a key whose slot left this node are told.
-const MOVED_AWAY: &str =
-    "TRYAGAIN the lock's key is served by another cluster node now (slot migrated); retry";
-
 /// How long a write that must wait for a write pause is put off.
 const PAUSE_RETRY_MS: Millis = 20;
 
@@ -353,12 +349,17 @@ pub fn settle(ctx: Ctx, name: RawString) {
         drop(key);
         return arm(ctx, id, left); // no new grants while the guard is up
     }
-    if !ctx.serves_key(name) {
-        // The slot moved (MIGRATE, SETSLOT): the key is another node's now,
-        // maybe with its lock in it. Its waiters retry there (TRYAGAIN, as
-        // for a multi-key command during resharding).
+    if ctx.in_cluster() {
+        // Asked with the key closed (the check runs a command on it).
         drop(key);
-        return fail_all(&id, MOVED_AWAY);
+        if let Err(refusal) = ctx.may_write_key(name) {
+            // The slot moved (MIGRATE, SETSLOT): the key is another node's
+            // now, maybe with its lock in it; or the cluster is down, and a
+            // replica may be promoted in our place. The waiters retry
+            // (TRYAGAIN, as for a multi-key command during resharding).
+            return fail_all(&id, refusal.message());
+        }
+        key = Key::open(ctx, name, true);
     }
     time_out_due(now);
     let Some(next) = queues().pop_front(&id) else {

@@ -147,18 +147,18 @@ impl Source {
 }
 
 /// A client's RESTORE creates a lock, so it follows what a grant follows:
-/// not while the restart guard refuses new locks, a live TTL, and a token
-/// within the fencing rule (at most 60 s above the clock), so that no
-/// payload can push the counter out of reach of a restart (fencing.rs).
+/// a token within the fencing rule (at most 60 s above the clock), so that
+/// no payload can push the counter out of reach of a restart (fencing.rs),
+/// and, for a live lock, not while the restart guard refuses new locks. An
+/// expired one (TTL 0) grants nothing and is taken as it is: MIGRATE moves
+/// a lock that expired but was not reaped yet, and refusing it aborted a
+/// cluster reshard with its slot half moved (an attack run, helper-16).
 fn restore_is_a_grant(lock: &Lock, now: lock::Millis) -> Result<(), &'static str> {
-    if crate::rules::guard::remaining(now).is_some() {
-        return Err("the restart guard refuses new locks");
-    }
-    if lock.is_expired(now) {
-        return Err("ttl 0");
-    }
     if lock.token > fencing::fence_ceiling(crate::glue::ffi::wall_micros()) {
         return Err("token more than 60 s above the server's clock");
+    }
+    if !lock.is_expired(now) && crate::rules::guard::remaining(now).is_some() {
+        return Err("the restart guard refuses new locks");
     }
     Ok(())
 }

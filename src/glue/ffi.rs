@@ -18,6 +18,27 @@ macro_rules! api {
 }
 pub(crate) use api;
 
+/// Why a cluster node may not write a key now (`Ctx::may_write_key`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterRefusal {
+    /// The key's slot is served by another node (or being migrated away).
+    Elsewhere,
+    /// The cluster is down, or takes only reads.
+    Down,
+}
+
+impl ClusterRefusal {
+    /// What a waiter is told.
+    pub fn message(self) -> &'static str {
+        match self {
+            ClusterRefusal::Elsewhere => {
+                "TRYAGAIN the lock's key is served by another cluster node now (slot migrated); retry"
+            }
+            ClusterRefusal::Down => "CLUSTERDOWN the cluster is down: no lock is handed on; retry",
+        }
+    }
+}
+
 /// The module's data type, as Redis created it (set once at load, by lib.rs,
 /// so this bottom layer never reaches up into `datatype.rs`).
 static LOCK_TYPE: std::sync::atomic::AtomicPtr<raw::RedisModuleType> =
@@ -116,22 +137,52 @@ impl Ctx {
         // SAFETY: valid ctx.
         unsafe { api!(RedisModule_GetContextFlags)(self.0) as u32 }
     }
-    /// Whether this node may serve, and create, the key `name` now. Outside
-    /// cluster mode always. In a cluster, the server's own redirection check
-    /// decides, reached through `RedisModule_Call` (which refuses a key the
-    /// node would redirect a client for: another node's slot, or a key
-    /// missing from a slot being migrated away): a hand-off must not create
-    /// a lock the slot's new owner already holds (an attack run, helper-13,
-    /// gave two holders across a MIGRATE).
-    pub fn serves_key(self, name: RawString) -> bool {
-        if self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER == 0 {
-            return true;
+    /// Whether this node may write the key `name` now (create a lock in
+    /// it). Outside cluster mode always. In a cluster, the server's own
+    /// redirection rules decide, reached through `RedisModule_Call` of a
+    /// write command (which refuses a key the node would redirect a client
+    /// for: another node's slot, a key missing from a slot being migrated
+    /// away, a cluster that is down or takes only reads). A hand-off must
+    /// not create a lock the slot's new owner, or the promoted replica of a
+    /// partitioned primary, may grant too (attack runs, helper-13 and -16:
+    /// two holders across a MIGRATE, and across a partition on Valkey with
+    /// `cluster-allow-reads-when-down yes`).
+    pub fn may_write_key(self, name: RawString) -> Result<(), ClusterRefusal> {
+        if !self.in_cluster() {
+            return Ok(());
         }
-        let context = redis_module::Context::new(self.0);
-        // A refused call comes back as an error value (the crate maps the
-        // NULL reply to one), not as Err: only EXISTS's integer means yes.
-        let reply = context.call("EXISTS", &[bytes(name)]);
-        matches!(reply, Ok(redis_module::RedisValue::Integer(_)))
+        // LOCK.APPLY: a write command of ours (config cannot rename it, as
+        // it can EXISTS or UNLINK) that refuses every caller but a primary
+        // or the AOF, so it changes nothing: only whether the call got past
+        // the cluster check matters.
+        // SAFETY: valid ctx; "scccc" matches one RedisModuleString and four
+        // NUL-terminated strings; a non-null reply is freed once.
+        let refused = unsafe {
+            let reply = api!(RedisModule_Call)(
+                self.0,
+                c"lock.apply".as_ptr(),
+                c"scccc".as_ptr(),
+                name,
+                c"".as_ptr(),
+                c"0".as_ptr(),
+                c"0".as_ptr(),
+                c"0".as_ptr(),
+            );
+            if reply.is_null() {
+                Some(std::io::Error::last_os_error().raw_os_error())
+            } else {
+                api!(RedisModule_FreeCallReply)(reply);
+                None
+            }
+        };
+        match refused {
+            None => Ok(()),
+            Some(Some(libc::EROFS | libc::ENETDOWN)) => Err(ClusterRefusal::Down),
+            Some(_) => Err(ClusterRefusal::Elsewhere),
+        }
+    }
+    pub fn in_cluster(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
     }
     pub fn is_replica(self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
