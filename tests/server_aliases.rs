@@ -191,3 +191,46 @@ async fn an_alias_keeps_its_connection() {
     let opened = connections() - before - 1; // minus the one asking
     assert!(opened <= 4, "{opened} connections for 50 cycles");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiting_acquire_asks_an_alias_again_once_the_counted_path_is_gone() {
+    // helper-17: the second yes from A (a renewal through p1) was refused for
+    // the whole wait; when p0, whose yes counted, went away, A and B were
+    // both free and the wait still ran out.
+    let a = Server::start();
+    let b = Server::start();
+    let p0 = DelayProxy::to(a.port);
+    let p1 = DelayProxy::to(a.port);
+    p1.delay("LOCK.ACQUIRE", Duration::from_millis(60)); // p0's WAIT lands first
+    assert!(int(&mut b.conn(), "LOCK.ACQUIRE job y 60000") > 0);
+    let l = locker(&[p0.url(), p1.url(), b.url()]);
+    let w = {
+        let l = l.clone();
+        tokio::spawn(async move {
+            let opts = LockOptions::new().owner("me").wait(Duration::from_secs(4));
+            l.acquire("job", &opts).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    p1.clear();
+    // x queues on A ahead of everyone (TICKET 1): W's give-back hands A to x.
+    let port = a.port;
+    let x = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        redis::cmd("LOCK.ACQUIRE")
+            .arg(&["job", "x", "60000", "WAIT", "3000", "TICKET", "1"])
+            .query::<redis::Value>(&mut c)
+            .unwrap()
+    });
+    assert!(matches!(x.join().unwrap(), redis::Value::Int(_)), "x got A");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(p0); // the path that kept A's vote goes away
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(int(&mut a.conn(), "LOCK.RELEASE job x"), 1);
+    assert_eq!(int(&mut b.conn(), "LOCK.RELEASE job y"), 1);
+    let got = w.await.unwrap();
+    assert!(got.is_ok(), "A (through p1) and B are free: {got:?}");
+}

@@ -51,7 +51,11 @@ impl Voters {
 
     /// `node`'s `answer`, which came from `server`, as it counts: a yes from
     /// a server whose yes already counted through another node is no vote,
-    /// and is a refusal naming that node.
+    /// and is a failure naming that node. A failure, not a refusal for
+    /// good: the counted node may give its grant back or lose its path,
+    /// and then this one must be asked again (an attack run kept a refused
+    /// alias out of a whole wait while the counted path was gone,
+    /// helper-17).
     pub(crate) fn count(
         &mut self,
         node: usize,
@@ -61,7 +65,7 @@ impl Voters {
         match (answer, server) {
             (Answer::Yes(token), Some(server)) => match self.admit(node, Some(server)) {
                 Ok(()) => Answer::Yes(token),
-                Err(other) => Answer::Rejected(same_server(other, server)),
+                Err(other) => Answer::Failed(same_server(other, server)),
             },
             (answer, _) => answer,
         }
@@ -126,7 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn a_second_yes_counts_as_a_refusal_naming_the_first_by_its_place() {
+    fn a_second_yes_counts_as_a_failure_naming_the_first_by_its_place() {
         let s = tag("abc", 2);
         let mut v = Voters::default();
         assert_eq!(v.count(0, Some(&s), Answer::Yes(7)), Answer::Yes(7));
@@ -135,7 +139,7 @@ mod tests {
             Answer::Busy,
             "only a yes is a vote"
         );
-        let Answer::Rejected(msg) = v.count(1, Some(&s), Answer::Yes(7)) else {
+        let Answer::Failed(msg) = v.count(1, Some(&s), Answer::Yes(7)) else {
             panic!("counted twice")
         };
         assert!(
