@@ -234,3 +234,30 @@ async fn a_waiting_acquire_asks_an_alias_again_once_the_counted_path_is_gone() {
     let got = w.await.unwrap();
     assert!(got.is_ok(), "A (through p1) and B are free: {got:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn operators_see_each_server_once() {
+    // helper-17: status said "held on 2 of 3" for a lock held on one server
+    // listed twice, and release counted its two answers as a majority.
+    let s = Server::start();
+    let proxy = DelayProxy::to(s.port);
+    let mut other = Server::start();
+    let l = locker(&[s.url(), proxy.url(), other.url()]);
+    assert!(int(&mut s.conn(), "LOCK.ACQUIRE job x 60000") > 0);
+    let reports = l.status("job").await;
+    let alias = reports[1]
+        .1
+        .as_ref()
+        .expect_err("the alias reports no answer of its own");
+    assert!(alias.contains("same server"), "{alias}");
+    let state = redis_lock_client::quorum_state(&reports);
+    assert!(
+        !matches!(state, redis_lock_client::QuorumState::Held { .. }),
+        "held on one server only: {state:?}"
+    );
+    other.kill();
+    let released = l.force_release("job", "x").await;
+    assert!(matches!(released[0].1, Ok(1)), "{released:?}");
+    let alias = format!("{:?}", released[1].1);
+    assert!(alias.contains("same server"), "{alias}");
+}

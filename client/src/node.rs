@@ -332,13 +332,6 @@ impl Node {
             *slot = None;
         }
     }
-
-    /// [`Node::query_shared`] with a deadline, without the server's tag.
-    pub async fn query(&self, cmd: &Cmd, timeout: Duration) -> Result<Value, Failure> {
-        within(timeout, self.query_shared(cmd, false))
-            .await
-            .map(|(v, _)| v)
-    }
 }
 
 /// `query`'s reply, or a timeout failure once `timeout` has passed.

@@ -78,8 +78,8 @@ impl Voters {
     }
 }
 
-/// The refusal of a second yes from one server.
-fn same_server(other: usize, server: &ServerTag) -> String {
+/// The refusal of a second yes (or answer) from one server.
+pub(crate) fn same_server(other: usize, server: &ServerTag) -> String {
     format!(
         "reaches the same server as server {} of the list (run_id/db {server}): \
          list each server once",

@@ -2,8 +2,10 @@
 //! drawn from it, and release by owner.
 
 use crate::locker::Locker;
-use crate::node::Failure;
+use crate::node::{within, Failure, Tagged};
 use crate::quorum::majority;
+use crate::round::untag;
+use crate::server_ids::{same_server, ServerTag};
 use redis::Value;
 use tokio::task::JoinSet;
 
@@ -157,20 +159,37 @@ impl Locker {
         replies.into_iter().map(|(n, r)| (n, int(r))).collect()
     }
 
-    /// Send `cmd` to every node in parallel.
+    /// Send `cmd` to every node in parallel. A URL that reached a server an
+    /// earlier URL of the list reached too (`LOCK.SERVERID`) reports that,
+    /// not the server's answer a second time: operators count servers.
     async fn on_each(&self, cmd: redis::Cmd) -> Vec<(String, Result<Value, Failure>)> {
         let timeout = self.inner.config.node_timeout;
         let cmd = std::sync::Arc::new(cmd);
         let mut set = JoinSet::new();
         for (i, node) in self.inner.nodes.iter().enumerate() {
             let (node, cmd) = (node.clone(), cmd.clone());
-            set.spawn(async move { (i, node.query(&cmd, timeout).await) });
+            set.spawn(async move { (i, within(timeout, node.query_shared(&cmd, false)).await) });
         }
-        let mut out: Vec<Option<Result<Value, Failure>>> =
+        let mut tagged: Vec<Option<Result<Tagged, Failure>>> =
             self.inner.nodes.iter().map(|_| None).collect();
         while let Some(Ok((i, r))) = set.join_next().await {
-            out[i] = Some(r);
+            tagged[i] = Some(r);
         }
+        let mut seen: Vec<(usize, ServerTag)> = Vec::new();
+        let mut once_per_server = |i: usize, reply: Result<Tagged, Failure>| {
+            let (value, server) = untag(reply);
+            let Some(server) = server else {
+                return value;
+            };
+            if let Some((first, _)) = seen.iter().find(|(_, s)| *s == server) {
+                return Err(Failure::Transient(same_server(*first, &server)));
+            }
+            seen.push((i, server));
+            value
+        };
+        let out: Vec<Option<Result<Value, Failure>>> = (tagged.into_iter().enumerate())
+            .map(|(i, r)| r.map(|r| once_per_server(i, r)))
+            .collect();
         self.inner
             .names
             .iter()
