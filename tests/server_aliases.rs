@@ -261,3 +261,44 @@ async fn operators_see_each_server_once() {
     let alias = format!("{:?}", released[1].1);
     assert!(alias.contains("same server"), "{alias}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_restarted_with_its_locks_mid_wait_is_still_counted_once() {
+    // helper-17: its run_id changed while its locks survived (AOF), and a
+    // waiting acquire counted its yes once under each run_id.
+    let dir = std::env::temp_dir().join(format!("redis-lock-alias-aof-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("redis.sock").display().to_string();
+    let args = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--unixsocket",
+        &socket,
+        "--unixsocketperm",
+        "700",
+    ];
+    let mut a = Server::with(&args, &[]);
+    let b = Server::start();
+    assert!(int(&mut b.conn(), "LOCK.ACQUIRE job y 60000") > 0); // B never free
+    assert!(int(&mut a.conn(), "LOCK.ACQUIRE job x 60000") > 0);
+    let l = locker(&[a.url(), format!("redis+unix://{socket}"), b.url()]);
+    let w = {
+        let l = l.clone();
+        tokio::spawn(async move {
+            let opts = LockOptions::new().owner("me").wait(Duration::from_secs(6));
+            l.acquire("job", &opts).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(int(&mut a.conn(), "LOCK.RELEASE job x"), 1); // A hands off to W
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    a.restart(); // the grant survives in the AOF
+    let got = w.await.unwrap();
+    assert!(
+        got.is_err(),
+        "one server voted twice across its restart: {got:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

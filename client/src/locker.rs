@@ -10,6 +10,7 @@ use crate::node::{within, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use crate::round::{acquire_answer, code_answer, untag, Classify, Late, Pending, Reply, Round};
+use crate::server_ids::SameServers;
 use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
@@ -165,7 +166,10 @@ impl Locker {
     /// A Locker over the (validated) `config`'s servers. No connection is
     /// opened until the first operation.
     pub fn new(config: Config) -> Locker {
-        let nodes: Vec<Arc<Node>> = config.urls.iter().map(|u| Arc::new(Node::new(u))).collect();
+        let same = Arc::new(SameServers::default());
+        let nodes: Vec<Arc<Node>> = (config.urls.iter())
+            .map(|u| Arc::new(Node::new(u, same.clone())))
+            .collect();
         let names = nodes.iter().map(|n| n.name.clone()).collect();
         Locker {
             inner: Arc::new(Inner {

@@ -2,7 +2,7 @@
 //! short operation, (re)connected on demand after a failure, and a small
 //! pool of dedicated connections for blocking calls (`LOCK.ACQUIRE ... WAIT`).
 
-use crate::server_ids::{self, ServerTag};
+use crate::server_ids::{self, SameServers, ServerTag};
 use redis::aio::MultiplexedConnection;
 use redis::{Client, Cmd, ErrorKind, RedisError, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -93,6 +93,10 @@ pub struct Node {
     idle: std::sync::Mutex<Vec<Driven>>,
     /// Shared connections opened so far (their ids).
     opened: AtomicUsize,
+    /// The server this URL reached last, and the tags of servers that
+    /// restarted under the Locker's URLs (`server_ids.rs`).
+    last_server: std::sync::Mutex<Option<ServerTag>>,
+    same: Arc<SameServers>,
 }
 
 /// A reply, and the server whose connection carried it (`server_ids.rs`).
@@ -155,7 +159,8 @@ impl RuntimeWatch {
 }
 
 impl Node {
-    pub fn new(url: &str) -> Node {
+    /// A node of the Locker whose nodes share `same`.
+    pub(crate) fn new(url: &str, same: Arc<SameServers>) -> Node {
         let client = Client::open(url).expect("URL validated by the builder");
         Node {
             name: crate::endpoint::node_name(client.get_connection_info()),
@@ -164,7 +169,14 @@ impl Node {
             connecting: Mutex::new(()),
             idle: std::sync::Mutex::new(Vec::new()),
             opened: AtomicUsize::new(0),
+            last_server: std::sync::Mutex::new(None),
+            same,
         }
+    }
+
+    /// The tag a reply from a connection to `server` counts under.
+    fn counted_as(&self, server: Option<ServerTag>) -> Option<ServerTag> {
+        server.map(|s| self.same.canonical(s))
     }
 
     /// The shared connection, unless none is open or its runtime is gone
@@ -226,7 +238,12 @@ impl Node {
         match redis::cmd("LOCK.SERVERID").query_async::<Value>(c).await {
             Ok(Value::BulkString(id)) => {
                 let db = self.client.get_connection_info().redis.db;
-                Ok(Some(server_ids::tag(&String::from_utf8_lossy(&id), db)))
+                let server = server_ids::tag(&String::from_utf8_lossy(&id), db);
+                let mut last = self.last_server.lock().expect("last server");
+                if let Some(before) = last.replace(server.clone()) {
+                    self.same.moved(&before, &server);
+                }
+                Ok(Some(server))
             }
             Ok(_) => Ok(None),
             Err(e) if cannot_say(&e) => Ok(None),
@@ -256,7 +273,7 @@ impl Node {
                 conn = open().await?;
                 reply = cmd.query_async::<Value>(&mut conn.conn).await;
             }
-            let server = conn.server.clone();
+            let server = self.counted_as(conn.server.clone());
             if !matches!(&reply, Err(e) if broken(e)) {
                 let mut idle = self.idle.lock().expect("pool lock");
                 if idle.len() < IDLE_DEDICATED {
@@ -305,7 +322,8 @@ impl Node {
             let attempt = async {
                 let (mut c, id, server) = self.connection().await?;
                 used = Some(id);
-                cmd.query_async::<Value>(&mut c).await.map(|v| (v, server))
+                let reply = cmd.query_async::<Value>(&mut c).await;
+                reply.map(|v| (v, self.counted_as(server)))
             };
             match attempt.await {
                 Ok(tagged) => return Ok(tagged),

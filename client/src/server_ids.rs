@@ -12,7 +12,9 @@
 //! each of those in the claim-based first version, helper-15).
 
 use crate::quorum::Answer;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The server (and db: two dbs of one server are allowed, as two lock
 /// spaces) a connection reached: `run_id/db`.
@@ -21,6 +23,45 @@ pub(crate) type ServerTag = Arc<str>;
 /// The tag of a server that reported `run_id`, reached with `db`.
 pub(crate) fn tag(run_id: &str, db: i64) -> ServerTag {
     format!("{run_id}/{db}").into()
+}
+
+/// Tags known to name one server, per Locker. A `run_id` is new at every
+/// start while the locks may survive it (AOF): a path (a URL) that reported
+/// X and later Y reached one server that restarted, and a vote under Y must
+/// count as one under X. Without this, a server listed twice that restarted
+/// with its locks in the middle of a wait was counted once under each
+/// (an attack run, helper-17). A URL whose name moved to another server
+/// merges two servers: one vote fewer, never one more.
+#[derive(Debug, Default)]
+pub(crate) struct SameServers {
+    /// Any tag moved yet: replies skip the map until one did.
+    moved: AtomicBool,
+    /// A later tag -> the first tag of its server.
+    first: Mutex<HashMap<ServerTag, ServerTag>>,
+}
+
+impl SameServers {
+    /// One path reported `before`, now `now`.
+    pub(crate) fn moved(&self, before: &ServerTag, now: &ServerTag) {
+        if before == now {
+            return;
+        }
+        let mut first = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        let root = first.get(before).cloned().unwrap_or_else(|| before.clone());
+        if root != *now {
+            first.entry(now.clone()).or_insert(root);
+        }
+        self.moved.store(true, Ordering::Release);
+    }
+
+    /// The tag a vote under `tag` counts under.
+    pub(crate) fn canonical(&self, tag: ServerTag) -> ServerTag {
+        if !self.moved.load(Ordering::Acquire) {
+            return tag; // the usual case: no server restarted under us
+        }
+        let first = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        first.get(&tag).cloned().unwrap_or(tag)
+    }
 }
 
 /// The servers that said yes so far in one round or acquisition.
@@ -103,6 +144,21 @@ mod tests {
             Ok(()),
             "the same node again is not a second vote"
         );
+    }
+
+    #[test]
+    fn a_server_restarted_under_a_path_keeps_its_first_tag() {
+        let (x, y, z) = (tag("x", 0), tag("y", 0), tag("z", 0));
+        let same = SameServers::default();
+        assert_eq!(same.canonical(y.clone()), y, "nothing moved yet");
+        same.moved(&x, &y);
+        same.moved(&x, &y); // another path saw the same restart
+        same.moved(&y, &z); // and a second one
+        assert_eq!(same.canonical(y), x);
+        assert_eq!(same.canonical(z.clone()), x);
+        assert_eq!(same.canonical(tag("other", 0)), tag("other", 0));
+        same.moved(&z, &x); // back to the first: no cycle
+        assert_eq!(same.canonical(x.clone()), x);
     }
 
     #[test]
