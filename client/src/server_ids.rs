@@ -14,7 +14,7 @@
 use crate::quorum::Answer;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
 /// The server (and db: two dbs of one server are allowed, as two lock
 /// spaces) a connection reached: `run_id/db`.
@@ -36,8 +36,9 @@ pub(crate) fn tag(run_id: &str, db: i64) -> ServerTag {
 pub(crate) struct SameServers {
     /// Any tag moved yet: replies skip the map until one did.
     moved: AtomicBool,
-    /// A later tag -> the first tag of its server.
-    first: Mutex<HashMap<ServerTag, ServerTag>>,
+    /// A later tag -> the first tag of its server (read on every reply once
+    /// a server restarted: a read lock, shared).
+    first: RwLock<HashMap<ServerTag, ServerTag>>,
 }
 
 impl SameServers {
@@ -46,7 +47,7 @@ impl SameServers {
         if before == now {
             return;
         }
-        let mut first = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        let mut first = self.first.write().unwrap_or_else(|p| p.into_inner());
         let root = first.get(before).cloned().unwrap_or_else(|| before.clone());
         if root != *now {
             first.entry(now.clone()).or_insert(root);
@@ -59,7 +60,7 @@ impl SameServers {
         if !self.moved.load(Ordering::Acquire) {
             return tag; // the usual case: no server restarted under us
         }
-        let first = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        let first = self.first.read().unwrap_or_else(|p| p.into_inner());
         first.get(&tag).cloned().unwrap_or(tag)
     }
 }
