@@ -1,7 +1,7 @@
 //! The chaos checker's analysis. Pure: worker log lines in, a report out.
 //!
 //! Each successful acquisition is logged by its worker as one line:
-//! `ACQ owner token acquired_ns valid_until_ns released_ns first_write last_write`
+//! `ACQ owner token requested_ns acquired_ns valid_until_ns released_ns first_write last_write`
 //! where a write is `at_ns:accepted|rejected|skipped`, times on the
 //! machine-wide monotonic clock. Failed attempts are `ERR kind`.
 
@@ -24,6 +24,10 @@ pub struct Write {
 pub struct Record {
     pub owner: String,
     pub token: u64,
+    /// When the worker asked for the lock: the grant came after this.
+    pub requested: u64,
+    /// When the worker saw the lock (a worker paused in between sees it
+    /// late, maybe with no validity left).
     pub acquired: u64,
     pub valid_until: u64,
     pub released: u64,
@@ -50,9 +54,10 @@ impl Record {
             )
         };
         format!(
-            "ACQ {} {} {} {} {} {} {}",
+            "ACQ {} {} {} {} {} {} {} {}",
             self.owner,
             self.token,
+            self.requested,
             self.acquired,
             self.valid_until,
             self.released,
@@ -63,7 +68,8 @@ impl Record {
 
     pub fn parse(line: &str) -> Option<Record> {
         let f: Vec<&str> = line.split_whitespace().collect();
-        let [tag, owner, token, acquired, valid_until, released, w1, w2] = f.as_slice() else {
+        let [tag, owner, token, requested, acquired, valid_until, released, w1, w2] = f.as_slice()
+        else {
             return None;
         };
         if *tag != "ACQ" {
@@ -85,6 +91,7 @@ impl Record {
         Some(Record {
             owner: owner.to_string(),
             token: token.parse().ok()?,
+            requested: requested.parse().ok()?,
             acquired: acquired.parse().ok()?,
             valid_until: valid_until.parse().ok()?,
             released: released.parse().ok()?,
@@ -169,12 +176,17 @@ pub fn analyse<'a>(lines: impl IntoIterator<Item = &'a str>) -> Report {
     }
 
     // Token order: a holder's token must exceed every token of a holder
-    // whose window ended before this grant.
+    // whose window ended before this holder asked. (Not before it saw the
+    // lock: a worker paused between the grant and its log line saw it a
+    // second late, after holders granted later than it; a 300 s run
+    // counted that as a regression.)
     let mut by_end: Vec<&Record> = records.iter().collect();
     by_end.sort_by_key(|r| r.end());
+    let mut by_request: Vec<&Record> = records.iter().collect();
+    by_request.sort_by_key(|r| r.requested);
     let (mut next_end, mut max_ended) = (0, 0);
-    for r in &records {
-        while next_end < by_end.len() && by_end[next_end].end() <= r.acquired {
+    for r in by_request {
+        while next_end < by_end.len() && by_end[next_end].end() <= r.requested {
             max_ended = max_ended.max(by_end[next_end].token);
             next_end += 1;
         }
@@ -214,6 +226,7 @@ mod tests {
         Record {
             owner: owner.into(),
             token,
+            requested: acquired.saturating_sub(1),
             acquired,
             valid_until,
             released,
@@ -262,6 +275,20 @@ mod tests {
     #[test]
     fn token_regressions_are_violations() {
         let l = lines(&[rec("a", 9, 0, 100, 50), rec("b", 3, 60, 150, 120)]);
+        assert_eq!(analyse(l.iter().map(String::as_str)).token_regressions, 1);
+    }
+
+    #[test]
+    fn a_holder_that_saw_its_lock_late_is_judged_from_its_request() {
+        // b was granted (token 3) right after asking at 40, then paused until
+        // 200: by then a, granted later (token 9), had come and gone.
+        let mut b = rec("b", 3, 200, 200, 200);
+        b.requested = 40;
+        let l = lines(&[rec("a", 9, 60, 150, 120), b.clone()]);
+        assert_eq!(analyse(l.iter().map(String::as_str)).token_regressions, 0);
+        // Asking after a's window ended, a lower token is a regression.
+        b.requested = 130;
+        let l = lines(&[rec("a", 9, 60, 150, 120), b]);
         assert_eq!(analyse(l.iter().map(String::as_str)).token_regressions, 1);
     }
 

@@ -223,6 +223,7 @@ fn worker(
     let stop = Instant::now() + Duration::from_secs(seconds);
     let mut rng = rand::thread_rng();
     while Instant::now() < stop {
+        let requested = mono_ns();
         let acquired = match plain.as_mut() {
             Some(con) => {
                 setnx_lock(con, ttl).map(|(owner, token, until)| (Held::Plain(owner, until), token))
@@ -286,6 +287,7 @@ fn worker(
         let record = Record {
             owner,
             token,
+            requested,
             acquired: acquired_at,
             valid_until,
             released,
