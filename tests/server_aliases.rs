@@ -302,3 +302,39 @@ async fn a_server_restarted_with_its_locks_mid_wait_is_still_counted_once() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reentrant_wait_through_two_urls_leaves_nothing_held_after_unlock() {
+    // helper-18: the second yes (a REENTRANT renewal through the alias) was
+    // retried every pause, each retry one more hold; unlock released one
+    // per URL and left the lock held until its TTL.
+    let a = Server::start();
+    let b = Server::start();
+    let p = DelayProxy::to(a.port);
+    assert!(int(&mut b.conn(), "LOCK.ACQUIRE job y 60000") > 0);
+    let l = Builder::new(&[a.url(), p.url(), b.url()])
+        .ttl(Duration::from_secs(10))
+        .retry_delay(Duration::from_millis(20), Duration::from_millis(30))
+        .build()
+        .unwrap();
+    let w = {
+        let l = l.clone();
+        tokio::spawn(async move {
+            let opts = LockOptions::new()
+                .owner("me")
+                .reentrant(true)
+                .wait(Duration::from_secs(5));
+            l.acquire("job", &opts).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(int(&mut b.conn(), "LOCK.RELEASE job y"), 1);
+    let lock = w.await.unwrap().expect("A and B");
+    l.unlock(&lock).await.expect("unlock");
+    assert!(
+        eventually(Duration::from_secs(1), || status(&mut a.conn(), "job")
+            .is_none()),
+        "A still held after unlock: {:?}",
+        status(&mut a.conn(), "job")
+    );
+}

@@ -1224,3 +1224,24 @@ fn an_undelivered_hand_off_is_left_alone_by_a_server_demoted_meanwhile() {
         "the demoted server agrees with its primary"
     );
 }
+
+#[test]
+fn no_hand_off_while_the_aof_is_replayed() {
+    // helper-18: DEBUG LOADAOF with a client waiting replayed the AOF's
+    // LOCK.RELEASE, which handed the lock to the waiter mid-load; the next
+    // line gave it to its real holder: two holders.
+    let s = Server::with(
+        &["--appendonly", "yes", "--enable-debug-command", "yes"],
+        &[],
+    );
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE f H 60000");
+    int(&mut c, "LOCK.RELEASE f H");
+    int(&mut c, "LOCK.ACQUIRE f H2 60000");
+    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "f", "W", "30000", "WAIT", "1500"]);
+    wait_for_waiters(&mut c, "f", 1);
+    q(&mut c, "DEBUG LOADAOF").unwrap();
+    assert_eq!(owner(&mut c, "f").as_deref(), Some("H2"));
+    assert_eq!(w.token(), None, "H2 holds it: the waiter times out");
+    assert_eq!(owner(&mut c, "f").as_deref(), Some("H2"));
+}

@@ -27,7 +27,7 @@ use crate::locker::{lock_cmd, ms, settle_late, Locker, Request, MAX_SERVER_WAIT,
 use crate::node::is_timeout;
 use crate::quorum::{self, Answer, Tally};
 use crate::round::{acquire_answer, untag, Pending};
-use crate::server_ids::Voters;
+use crate::server_ids::{same_server, Voters};
 use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::Cmd;
@@ -62,6 +62,11 @@ enum Slot {
     /// Granted this token to a request sent then (its deadline is at least
     /// that instant + ttl).
     Granted(u64, Instant),
+    /// Granted by a server whose grant already counts through another URL
+    /// (listed twice): the same lock (with REENTRANT, one more hold), not
+    /// counted, not asked again (each renewal would add a hold), and given
+    /// back with the counted ones (an attack run, helper-18).
+    Shadow,
     /// A grant being given back; queued again once the server confirms.
     Returning,
     /// Asked again at that instant (after a failure or an early nil).
@@ -299,12 +304,19 @@ impl Locker {
                     let now = Instant::now();
                     rtt = Some(rtt.map_or(now - sent, |r| r.min(now - sent)));
                     let (reply, server) = untag(reply);
-                    let answer = voters.count(i, server.as_ref(), acquire_answer(reply));
+                    let answer = acquire_answer(reply);
                     if !matches!(answer, Answer::Failed(_)) {
                         causes[i] = None;
                     }
                     slots[i] = match answer {
-                        Answer::Yes(token) => Slot::Granted(token, sent),
+                        Answer::Yes(token) => match voters.admit(i, server.as_ref()) {
+                            Ok(()) => Slot::Granted(token, sent),
+                            Err(first) => {
+                                let server = server.unwrap_or_else(|| "?".into());
+                                causes[i] = Some(same_server(first, &server));
+                                Slot::Shadow
+                            }
+                        },
                         // Nil before the deadline: the wait was cut short
                         // (CLIENT UNBLOCK, an operator): queue again.
                         Answer::Busy if now + Duration::from_millis(5) < deadline => {
@@ -344,7 +356,7 @@ impl Locker {
                     if holdout_at.is_some_and(|at| Instant::now() >= at) {
                         holdout_at = None;
                         for (i, slot) in slots.iter_mut().enumerate() {
-                            if matches!(slot, Slot::Granted(..)) {
+                            if matches!(slot, Slot::Granted(..) | Slot::Shadow) {
                                 *slot = Slot::Returning;
                                 voters.forget(i);
                                 returns.push(self.release_on(i, req.name, req.owner, req.unique));
