@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use redis_lock_client::{Builder, Error, LockOptions, Locker};
 use redis_lock_testkit::proxy::DelayProxy;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn locker(urls: &[String]) -> Locker {
     Builder::new(urls)
@@ -337,4 +337,63 @@ async fn a_reentrant_wait_through_two_urls_leaves_nothing_held_after_unlock() {
         "A still held after unlock: {:?}",
         status(&mut a.conn(), "job")
     );
+}
+
+/// One round of helper-19's race: client 1 waits on [A, A', B, B', C]
+/// (two servers listed twice; C held by H), and its give-backs through A'
+/// and B' are held 150 ms in the proxies. Client 2 on [A, B, C] locks in
+/// that moment; then H lets C go. Both holding = two holders.
+async fn shadow_give_back_race(fencing: bool) -> bool {
+    let ab = Server::start_n(2);
+    let (a, b) = (&ab[0], &ab[1]);
+    let c = Server::start();
+    let (pa, pb) = (DelayProxy::to(a.port), DelayProxy::to(b.port));
+    for p in [&pa, &pb] {
+        p.delay("LOCK.RELEASE", Duration::from_millis(150));
+    }
+    let mut h = c.conn();
+    assert!(int(&mut h, "LOCK.ACQUIRE job H 30000") > 0);
+    let build = |urls: Vec<String>| {
+        Builder::new(&urls)
+            .ttl(Duration::from_secs(10))
+            .fencing(fencing)
+            .build()
+            .unwrap()
+    };
+    let c1 = build(vec![a.url(), pa.url(), b.url(), pb.url(), c.url()]);
+    let c2 = build(vec![a.url(), b.url(), c.url()]);
+    let t1 = tokio::spawn(async move {
+        c1.acquire("job", &LockOptions::new().wait(Duration::from_secs(8)))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await; // long hold-outs by now
+    let began = Instant::now();
+    while !(pa.holding() && pb.holding()) {
+        if began.elapsed() > Duration::from_secs(5) {
+            return false; // no give-back through both aliases at once
+        }
+        tokio::time::sleep(Duration::from_micros(300)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let Ok(l2) = c2.lock("job", Duration::from_millis(1000)).await else {
+        return false;
+    };
+    int(&mut h, "LOCK.RELEASE job H");
+    match t1.await.unwrap() {
+        Ok(l1) => l1.validity() > Duration::ZERO && l2.validity() > Duration::ZERO,
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_give_back_through_a_slow_alias_cannot_free_a_grant_counted_again() {
+    // helper-19: the counted URL's give-back was confirmed first and queued
+    // again at once; the alias's RELEASE, still on its way, then freed that
+    // new grant, and the server handed the lock to client 2: two holders
+    // (3 of 3 runs without fencing; with it, the fencing round happened to
+    // catch the stale grants).
+    for run in 0..2 {
+        let two_holders = shadow_give_back_race(false).await;
+        assert!(!two_holders, "two holders without fencing, run {run}");
+    }
 }

@@ -63,17 +63,56 @@ enum Slot {
     /// that instant + ttl).
     Granted(u64, Instant),
     /// Granted by a server whose grant already counts through another URL
-    /// (listed twice): the same lock (with REENTRANT, one more hold), not
-    /// counted, not asked again (each renewal would add a hold), and given
-    /// back with the counted ones (an attack run, helper-18).
+    /// (listed twice; `tied` names that node): the same lock (with
+    /// REENTRANT, one more hold), not counted, not asked again (each
+    /// renewal would add a hold), and given back with the counted ones (an
+    /// attack run, helper-18).
     Shadow,
     /// A grant being given back; queued again once the server confirms.
     Returning,
+    /// Given back, waiting for the give-backs through the other URLs of
+    /// its server (see `returned`).
+    Returned,
     /// Asked again at that instant (after a failure or an early nil).
     Retry(Instant),
     /// Done without a grant: the wait ran out (`None`) or the server failed
     /// or refused (the answer).
     Out(Option<Answer>),
+}
+
+/// Node `i`'s give-back ended, its slot now `Returned` or `Out`. The URLs
+/// of one server (a Shadow and the node its grant is tied to) are queued
+/// again together, once every one's give-back ended: a RELEASE of ours
+/// still on its way through one URL would free the grant the other URL
+/// just got again, and the server would hand it on while we count it (two
+/// holders, an attack run, helper-19). One URL unsure (its RELEASE timed
+/// out and may still land) leaves them all out.
+fn returned(
+    slots: &mut [Slot],
+    tied: &mut [Option<usize>],
+    unsure: &mut [bool],
+    i: usize,
+    now: Instant,
+) {
+    let head = tied[i].unwrap_or(i);
+    let group: Vec<usize> = (0..slots.len())
+        .filter(|&j| j == head || tied[j] == Some(head))
+        .collect();
+    if group.iter().any(|&j| matches!(slots[j], Slot::Returning)) {
+        return;
+    }
+    let any_unsure = group.iter().any(|&j| unsure[j]);
+    for j in group {
+        tied[j] = None;
+        if matches!(slots[j], Slot::Returned) {
+            slots[j] = if any_unsure {
+                unsure[j] = true;
+                Slot::Out(Some(Answer::Failed(UNSURE.into())))
+            } else {
+                Slot::Retry(now)
+            };
+        }
+    }
 }
 
 /// Which servers still have a WAIT of this acquisition out.
@@ -239,8 +278,10 @@ impl Locker {
             .collect();
         // Each server's last failure, for the error if the wait runs out.
         let mut causes: Vec<Option<String>> = vec![None; n];
-        // One grant per server, whatever the URLs (server_ids.rs).
+        // One grant per server, whatever the URLs (server_ids.rs); a Shadow's
+        // node -> the node whose grant counts for its server.
         let mut voters = Voters::default();
+        let mut tied: Vec<Option<usize>> = vec![None; n];
         let mut acquires = Pending::new();
         let mut returns = Pending::new();
         let mut holdout_at: Option<Instant> = None;
@@ -314,6 +355,7 @@ impl Locker {
                             Err(first) => {
                                 let server = server.unwrap_or_else(|| "?".into());
                                 causes[i] = Some(same_server(first, &server));
+                                tied[i] = Some(first);
                                 Slot::Shadow
                             }
                         },
@@ -336,13 +378,14 @@ impl Locker {
                     // and free a grant we would count again: leave that
                     // server out of this acquisition.
                     slots[i] = match reply.map_err(crate::round::failed) {
-                        Ok(_) => Slot::Retry(Instant::now()),
+                        Ok(_) => Slot::Returned,
                         Err(Answer::Failed(cause)) if is_timeout(&cause) => {
                             unsure[i] = true;
                             Slot::Out(Some(Answer::Failed(UNSURE.into())))
                         }
                         Err(other) => Slot::Out(Some(other)),
                     };
+                    returned(&mut slots, &mut tied, unsure, i, Instant::now());
                 }
                 // The caller gave up: clean up as at the deadline, if the
                 // owner is this call's alone.
@@ -445,6 +488,43 @@ impl Locker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_urls_of_one_server_are_queued_again_together() {
+        let now = Instant::now();
+        // Node 1 is a Shadow of node 0; node 2 is another server.
+        let mut slots = vec![Slot::Returning, Slot::Returning, Slot::Returning];
+        let mut tied = vec![None, Some(0), None];
+        let mut unsure = vec![false; 3];
+        slots[0] = Slot::Returned;
+        returned(&mut slots, &mut tied, &mut unsure, 0, now);
+        assert!(
+            matches!(slots[0], Slot::Returned),
+            "waits for node 1's give-back"
+        );
+        slots[2] = Slot::Returned;
+        returned(&mut slots, &mut tied, &mut unsure, 2, now);
+        assert!(matches!(slots[2], Slot::Retry(_)), "alone on its server");
+        slots[1] = Slot::Returned;
+        returned(&mut slots, &mut tied, &mut unsure, 1, now);
+        assert!(matches!(slots[0], Slot::Retry(_)) && matches!(slots[1], Slot::Retry(_)));
+        assert_eq!(tied, vec![None, None, None]);
+    }
+
+    #[test]
+    fn one_unsure_url_leaves_its_server_out() {
+        let now = Instant::now();
+        let mut slots = vec![Slot::Returned, Slot::Returning];
+        let mut tied = vec![None, Some(0)];
+        let mut unsure = vec![false, true];
+        slots[1] = Slot::Out(Some(Answer::Failed(UNSURE.into())));
+        returned(&mut slots, &mut tied, &mut unsure, 1, now);
+        assert!(
+            matches!(slots[0], Slot::Out(_)),
+            "its RELEASE through node 1 may still land"
+        );
+        assert_eq!(unsure, vec![true, true]);
+    }
 
     #[test]
     fn holdout_grows_with_the_wait_and_is_capped() {

@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +15,8 @@ use std::time::Duration;
 struct Rule {
     marker: Vec<u8>,
     delay: Duration,
+    /// Chunks being held back right now.
+    holding: Arc<AtomicUsize>,
 }
 
 pub struct DelayProxy {
@@ -69,15 +71,21 @@ impl DelayProxy {
 
     /// From now on, hold back client chunks containing `marker` by `delay`.
     pub fn delay(&self, marker: &str, delay: Duration) {
-        *self.rule.lock().unwrap() = Rule {
-            marker: marker.as_bytes().to_vec(),
-            delay,
-        };
+        let mut rule = self.rule.lock().unwrap();
+        rule.marker = marker.as_bytes().to_vec();
+        rule.delay = delay;
+    }
+
+    /// A chunk is being held back right now.
+    pub fn holding(&self) -> bool {
+        self.rule.lock().unwrap().holding.load(Ordering::SeqCst) > 0
     }
 
     /// Forward everything at once again.
     pub fn clear(&self) {
-        *self.rule.lock().unwrap() = Rule::default();
+        let mut rule = self.rule.lock().unwrap();
+        rule.marker.clear();
+        rule.delay = Duration::ZERO;
     }
 }
 
@@ -90,20 +98,18 @@ fn pump(mut from: TcpStream, mut to: TcpStream, rule: Option<Arc<Mutex<Rule>>>) 
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let hold = rule.as_ref().map_or(Duration::ZERO, |rule| {
+        let hold = rule.as_ref().and_then(|rule| {
             let rule = rule.lock().unwrap();
             let hit = !rule.marker.is_empty()
                 && buf[..n]
                     .windows(rule.marker.len())
                     .any(|w| w == rule.marker.as_slice());
-            if hit {
-                rule.delay
-            } else {
-                Duration::ZERO
-            }
+            (hit && !rule.delay.is_zero()).then(|| (rule.delay, rule.holding.clone()))
         });
-        if !hold.is_zero() {
-            std::thread::sleep(hold);
+        if let Some((delay, holding)) = hold {
+            holding.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(delay);
+            holding.fetch_sub(1, Ordering::SeqCst);
         }
         if to.write_all(&buf[..n]).is_err() {
             break;
