@@ -365,10 +365,19 @@ fn a_writable_replica_refuses_client_lock_commands() {
         ],
         &[],
     );
+    let mut r = replica.conn();
+    // The link first: on a loaded machine the sync took over WAIT's 5 s.
+    assert!(
+        eventually(Duration::from_secs(20), || info_field(
+            &mut r,
+            "replication",
+            "master_link_status"
+        ) == "up"),
+        "replica link did not come up"
+    );
     let mut p = primary.conn();
     int(&mut p, "LOCK.ACQUIRE k alice 60000");
     assert_eq!(int(&mut p, "WAIT 1 5000"), 1);
-    let mut r = replica.conn();
     for cmd in [
         "LOCK.ACQUIRE x bob 1000",
         "LOCK.RELEASE k alice",
