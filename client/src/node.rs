@@ -174,6 +174,12 @@ impl Node {
         }
     }
 
+    /// The server this URL's connections reached last, if it said.
+    pub(crate) fn known_server(&self) -> Option<ServerTag> {
+        let last = self.last_server.lock().expect("last server").clone();
+        self.counted_as(last)
+    }
+
     /// The tag a reply from a connection to `server` counts under.
     fn counted_as(&self, server: Option<ServerTag>) -> Option<ServerTag> {
         server.map(|s| self.same.canonical(s))

@@ -3,7 +3,10 @@
 //! machine's LAN address next to `127.0.0.1`, a unix socket next to its
 //! server's TCP port, a proxy) is caught by the server itself: every new
 //! connection asks `LOCK.SERVERID` (the server's `run_id`), and a yes is
-//! counted once per server in a round, whichever node it came through.
+//! counted once per server in a round, whichever node it came through. A
+//! wait through the servers' queues refuses two URLs of one server
+//! instead (`waiting.rs`, `two_urls_of_one_server`): it cannot order
+//! requests travelling to one server on two connections.
 //!
 //! Counting per reply, not refusing an alias node up front: the identity
 //! travels with the connection that carried the reply, so there is no
@@ -93,11 +96,8 @@ impl Voters {
 
     /// `node`'s `answer`, which came from `server`, as it counts: a yes from
     /// a server whose yes already counted through another node is no vote,
-    /// and is a failure naming that node. A failure, not a refusal for
-    /// good: the counted node may give its grant back or lose its path,
-    /// and then this one must be asked again (an attack run kept a refused
-    /// alias out of a whole wait while the counted path was gone,
-    /// helper-17).
+    /// and is a failure naming that node (a failure, not a refusal for
+    /// good: the next round may find the other path gone).
     pub(crate) fn count(
         &mut self,
         node: usize,
@@ -111,12 +111,6 @@ impl Voters {
             },
             (answer, _) => answer,
         }
-    }
-
-    /// `node`'s yes was given back (a waiting acquisition's hold-out): its
-    /// server may vote again, through any node.
-    pub(crate) fn forget(&mut self, node: usize) {
-        self.seen.retain(|&(_, n)| n != node);
     }
 }
 
@@ -174,16 +168,6 @@ mod tests {
         let mut v = Voters::default();
         assert_eq!(v.admit(0, None), Ok(()));
         assert_eq!(v.admit(1, None), Ok(()));
-    }
-
-    #[test]
-    fn a_yes_given_back_frees_its_server_for_another_node() {
-        let s = tag("s", 0);
-        let mut v = Voters::default();
-        assert_eq!(v.admit(0, Some(&s)), Ok(()));
-        v.forget(0);
-        assert_eq!(v.admit(1, Some(&s)), Ok(()));
-        assert_eq!(v.admit(0, Some(&s)), Err(1));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::locker::{lock_cmd, ms, settle_late, Locker, Request, MAX_SERVER_WAIT,
 use crate::node::is_timeout;
 use crate::quorum::{self, Answer, Tally};
 use crate::round::{acquire_answer, untag, Pending};
-use crate::server_ids::{same_server, Voters};
+use crate::server_ids::ServerTag;
 use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::Cmd;
@@ -62,57 +62,13 @@ enum Slot {
     /// Granted this token to a request sent then (its deadline is at least
     /// that instant + ttl).
     Granted(u64, Instant),
-    /// Granted by a server whose grant already counts through another URL
-    /// (listed twice; `tied` names that node): the same lock (with
-    /// REENTRANT, one more hold), not counted, not asked again (each
-    /// renewal would add a hold), and given back with the counted ones (an
-    /// attack run, helper-18).
-    Shadow,
     /// A grant being given back; queued again once the server confirms.
     Returning,
-    /// Given back, waiting for the give-backs through the other URLs of
-    /// its server (see `returned`).
-    Returned,
     /// Asked again at that instant (after a failure or an early nil).
     Retry(Instant),
     /// Done without a grant: the wait ran out (`None`) or the server failed
     /// or refused (the answer).
     Out(Option<Answer>),
-}
-
-/// Node `i`'s give-back ended, its slot now `Returned` or `Out`. The URLs
-/// of one server (a Shadow and the node its grant is tied to) are queued
-/// again together, once every one's give-back ended: a RELEASE of ours
-/// still on its way through one URL would free the grant the other URL
-/// just got again, and the server would hand it on while we count it (two
-/// holders, an attack run, helper-19). One URL unsure (its RELEASE timed
-/// out and may still land) leaves them all out.
-fn returned(
-    slots: &mut [Slot],
-    tied: &mut [Option<usize>],
-    unsure: &mut [bool],
-    i: usize,
-    now: Instant,
-) {
-    let head = tied[i].unwrap_or(i);
-    let group: Vec<usize> = (0..slots.len())
-        .filter(|&j| j == head || tied[j] == Some(head))
-        .collect();
-    if group.iter().any(|&j| matches!(slots[j], Slot::Returning)) {
-        return;
-    }
-    let any_unsure = group.iter().any(|&j| unsure[j]);
-    for j in group {
-        tied[j] = None;
-        if matches!(slots[j], Slot::Returned) {
-            slots[j] = if any_unsure {
-                unsure[j] = true;
-                Slot::Out(Some(Answer::Failed(UNSURE.into())))
-            } else {
-                Slot::Retry(now)
-            };
-        }
-    }
 }
 
 /// Which servers still have a WAIT of this acquisition out.
@@ -219,6 +175,9 @@ impl Locker {
         // counted there could be freed by the late RELEASE, so they are left
         // out for the rest of this call.
         let mut unsure = vec![false; self.inner.nodes.len()];
+        if let Some(two) = self.two_urls_of_one_server(&[]) {
+            return Err(two);
+        }
         let mut fresh = String::new();
         let mut pass = 0u32;
         loop {
@@ -278,10 +237,10 @@ impl Locker {
             .collect();
         // Each server's last failure, for the error if the wait runs out.
         let mut causes: Vec<Option<String>> = vec![None; n];
-        // One grant per server, whatever the URLs (server_ids.rs); a Shadow's
-        // node -> the node whose grant counts for its server.
-        let mut voters = Voters::default();
-        let mut tied: Vec<Option<usize>> = vec![None; n];
+        // The server each URL answered from; two URLs of one server end
+        // the wait (see `two_urls_of_one_server`).
+        let mut servers: Vec<Option<ServerTag>> = vec![None; n];
+        let mut two_urls = None;
         let mut acquires = Pending::new();
         let mut returns = Pending::new();
         let mut holdout_at: Option<Instant> = None;
@@ -345,20 +304,17 @@ impl Locker {
                     let now = Instant::now();
                     rtt = Some(rtt.map_or(now - sent, |r| r.min(now - sent)));
                     let (reply, server) = untag(reply);
+                    servers[i] = server;
+                    if let Some(two) = self.two_urls_of_one_server(&servers) {
+                        two_urls = Some(two);
+                        break Err(());
+                    }
                     let answer = acquire_answer(reply);
                     if !matches!(answer, Answer::Failed(_)) {
                         causes[i] = None;
                     }
                     slots[i] = match answer {
-                        Answer::Yes(token) => match voters.admit(i, server.as_ref()) {
-                            Ok(()) => Slot::Granted(token, sent),
-                            Err(first) => {
-                                let server = server.unwrap_or_else(|| "?".into());
-                                causes[i] = Some(same_server(first, &server));
-                                tied[i] = Some(first);
-                                Slot::Shadow
-                            }
-                        },
+                        Answer::Yes(token) => Slot::Granted(token, sent),
                         // Nil before the deadline: the wait was cut short
                         // (CLIENT UNBLOCK, an operator): queue again.
                         Answer::Busy if now + Duration::from_millis(5) < deadline => {
@@ -378,14 +334,13 @@ impl Locker {
                     // and free a grant we would count again: leave that
                     // server out of this acquisition.
                     slots[i] = match reply.map_err(crate::round::failed) {
-                        Ok(_) => Slot::Returned,
+                        Ok(_) => Slot::Retry(Instant::now()),
                         Err(Answer::Failed(cause)) if is_timeout(&cause) => {
                             unsure[i] = true;
                             Slot::Out(Some(Answer::Failed(UNSURE.into())))
                         }
                         Err(other) => Slot::Out(Some(other)),
                     };
-                    returned(&mut slots, &mut tied, unsure, i, Instant::now());
                 }
                 // The caller gave up: clean up as at the deadline, if the
                 // owner is this call's alone.
@@ -399,9 +354,8 @@ impl Locker {
                     if holdout_at.is_some_and(|at| Instant::now() >= at) {
                         holdout_at = None;
                         for (i, slot) in slots.iter_mut().enumerate() {
-                            if matches!(slot, Slot::Granted(..) | Slot::Shadow) {
+                            if matches!(slot, Slot::Granted(..)) {
                                 *slot = Slot::Returning;
-                                voters.forget(i);
                                 returns.push(self.release_on(i, req.name, req.owner, req.unique));
                             }
                         }
@@ -420,6 +374,9 @@ impl Locker {
             if req.unique {
                 let queued = still_queued(&slots);
                 withdraw_late(self.clone(), req, acquires, queued, returns, Weak::new());
+            }
+            if let Some(two) = two_urls {
+                return Err(two);
             }
             return Err(self.queued_failure(&slots, causes));
         }
@@ -458,6 +415,35 @@ impl Locker {
         }
     }
 
+    /// Two URLs that reached one server, as a `Config` error: by the
+    /// server each URL answered from in this wait (`answered`), or by the
+    /// one its connections reached last. A queued wait refuses them: it
+    /// cannot order requests that travel to one server on two connections,
+    /// and a give-back (RELEASE) still on its way through one URL freed the
+    /// grant just made through the other, which the server then handed on
+    /// while the wait counted it (two holders; attack runs, helper-19 and
+    /// -20). Polling rounds count such a server once instead.
+    fn two_urls_of_one_server(&self, answered: &[Option<ServerTag>]) -> Option<Error> {
+        let servers: Vec<Option<ServerTag>> = (0..self.inner.nodes.len())
+            .map(|i| {
+                let seen = answered.get(i).cloned().flatten();
+                seen.or_else(|| self.inner.nodes[i].known_server())
+            })
+            .collect();
+        for (j, a) in servers.iter().enumerate() {
+            let Some(a) = a else { continue };
+            if let Some(i) = (j + 1..servers.len()).find(|&i| servers[i].as_ref() == Some(a)) {
+                let names = &self.inner.names;
+                return Some(Error::Config(format!(
+                    "servers {} and {} reach the same server (run_id/db {a}): \
+                     a wait through the servers' queues needs each server listed once",
+                    names[j], names[i]
+                )));
+            }
+        }
+        None
+    }
+
     pub(crate) fn pause(&self) -> Duration {
         let (lo, hi) = self.inner.config.retry_delay;
         rand::thread_rng().gen_range(lo..=hi)
@@ -488,43 +474,6 @@ impl Locker {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_urls_of_one_server_are_queued_again_together() {
-        let now = Instant::now();
-        // Node 1 is a Shadow of node 0; node 2 is another server.
-        let mut slots = vec![Slot::Returning, Slot::Returning, Slot::Returning];
-        let mut tied = vec![None, Some(0), None];
-        let mut unsure = vec![false; 3];
-        slots[0] = Slot::Returned;
-        returned(&mut slots, &mut tied, &mut unsure, 0, now);
-        assert!(
-            matches!(slots[0], Slot::Returned),
-            "waits for node 1's give-back"
-        );
-        slots[2] = Slot::Returned;
-        returned(&mut slots, &mut tied, &mut unsure, 2, now);
-        assert!(matches!(slots[2], Slot::Retry(_)), "alone on its server");
-        slots[1] = Slot::Returned;
-        returned(&mut slots, &mut tied, &mut unsure, 1, now);
-        assert!(matches!(slots[0], Slot::Retry(_)) && matches!(slots[1], Slot::Retry(_)));
-        assert_eq!(tied, vec![None, None, None]);
-    }
-
-    #[test]
-    fn one_unsure_url_leaves_its_server_out() {
-        let now = Instant::now();
-        let mut slots = vec![Slot::Returned, Slot::Returning];
-        let mut tied = vec![None, Some(0)];
-        let mut unsure = vec![false, true];
-        slots[1] = Slot::Out(Some(Answer::Failed(UNSURE.into())));
-        returned(&mut slots, &mut tied, &mut unsure, 1, now);
-        assert!(
-            matches!(slots[0], Slot::Out(_)),
-            "its RELEASE through node 1 may still land"
-        );
-        assert_eq!(unsure, vec![true, true]);
-    }
 
     #[test]
     fn holdout_grows_with_the_wait_and_is_capped() {
