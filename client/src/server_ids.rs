@@ -83,12 +83,12 @@ impl Voters {
         let Some(server) = server else {
             return Ok(());
         };
-        match self.seen.iter().find(|(s, n)| s == server && *n != node) {
-            Some(&(_, other)) => Err(other),
+        // One entry per server: the node whose yes counted first.
+        match self.seen.iter().find(|(s, _)| s == server) {
+            Some(&(_, first)) if first != node => Err(first),
+            Some(_) => Ok(()),
             None => {
-                if !self.seen.iter().any(|(s, n)| s == server && *n == node) {
-                    self.seen.push((server.clone(), node));
-                }
+                self.seen.push((server.clone(), node));
                 Ok(())
             }
         }

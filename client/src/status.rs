@@ -5,7 +5,7 @@ use crate::locker::Locker;
 use crate::node::{within, Failure, Tagged};
 use crate::quorum::majority;
 use crate::round::untag;
-use crate::server_ids::{same_server, ServerTag};
+use crate::server_ids::{same_server, Voters};
 use redis::Value;
 use tokio::task::JoinSet;
 
@@ -175,17 +175,13 @@ impl Locker {
         while let Some(Ok((i, r))) = set.join_next().await {
             tagged[i] = Some(r);
         }
-        let mut seen: Vec<(usize, ServerTag)> = Vec::new();
+        let mut voters = Voters::default();
         let mut once_per_server = |i: usize, reply: Result<Tagged, Failure>| {
             let (value, server) = untag(reply);
-            let Some(server) = server else {
-                return value;
-            };
-            if let Some((first, _)) = seen.iter().find(|(_, s)| *s == server) {
-                return Err(Failure::Transient(same_server(*first, &server)));
+            match (voters.admit(i, server.as_ref()), server) {
+                (Err(first), Some(server)) => Err(Failure::Transient(same_server(first, &server))),
+                _ => value,
             }
-            seen.push((i, server));
-            value
         };
         let out: Vec<Option<Result<Value, Failure>>> = (tagged.into_iter().enumerate())
             .map(|(i, r)| r.map(|r| once_per_server(i, r)))
