@@ -159,7 +159,7 @@ async fn a_missing_fence_permission_and_a_replica_are_rejected_at_once() {
     for n in &nodes {
         q(
             &mut n.conn(),
-            "ACL SETUSER nofence on >pw ~* -@all +ping +lock.acquire +lock.release +lock.extend +lock.status",
+            "ACL SETUSER nofence on >pw ~* -@all +ping +lock.acquire +lock.release +lock.extend +lock.status +lock.serverid",
         )
         .unwrap();
     }

@@ -65,13 +65,26 @@ fn classify(e: RedisError) -> Failure {
     }
 }
 
-/// `LOCK.SERVERID` refused for good: a module from before it, or an ACL
-/// user without it.
+/// `LOCK.SERVERID` unknown: a module from before it. Every URL of such a
+/// server cannot say, so it cannot pass for two servers.
 fn cannot_say(e: &RedisError) -> bool {
-    e.code() == Some("NOPERM")
-        || e.to_string()
-            .to_ascii_lowercase()
-            .contains("unknown command")
+    e.to_string()
+        .to_ascii_lowercase()
+        .contains("unknown command")
+}
+
+/// `LOCK.SERVERID` refused by an ACL: a refusal, not "cannot say". Another
+/// URL of the same server, with a user allowed it, would say, and the
+/// server would vote twice (an attack run, helper-21).
+fn not_allowed_to_say(e: RedisError) -> RedisError {
+    if e.code() != Some("NOPERM") {
+        return e;
+    }
+    RedisError::from((
+        ErrorKind::InvalidClientConfig,
+        "LOCK.SERVERID refused",
+        format!("grant this user +lock.serverid (each server's vote is counted once by it): {e}"),
+    ))
 }
 
 fn broken(e: &RedisError) -> bool {
@@ -219,6 +232,14 @@ impl Node {
         }
     }
 
+    /// Open the shared connection if it is not, and so learn which server
+    /// this URL reaches (`known_server`). Errors are the next request's.
+    pub(crate) async fn meet(&self) {
+        if !self.is_connected() {
+            let _ = self.connection().await;
+        }
+    }
+
     async fn connect(&self) -> redis::RedisResult<SharedConn> {
         let _connecting = self.connecting.lock().await;
         if let Some(open) = self.cached() {
@@ -234,9 +255,9 @@ impl Node {
 
     /// Which server a new connection reached (`LOCK.SERVERID`), so that a
     /// round counts one yes per server. None for a server that cannot say
-    /// (a module before `LOCK.SERVERID`, an ACL without it): counted as
-    /// distinct, the builder's URL check is all there is then. Any other
-    /// error (BUSY, a broken connection) fails the connection.
+    /// (a module before `LOCK.SERVERID`): counted as distinct, the
+    /// builder's URL check is all there is then. Any other error (an ACL
+    /// without it, BUSY, a broken connection) fails the connection.
     async fn identify(
         &self,
         c: &mut MultiplexedConnection,
@@ -253,7 +274,7 @@ impl Node {
             }
             Ok(_) => Ok(None),
             Err(e) if cannot_say(&e) => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(not_allowed_to_say(e)),
         }
     }
 

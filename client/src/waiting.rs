@@ -175,6 +175,7 @@ impl Locker {
         // counted there could be freed by the late RELEASE, so they are left
         // out for the rest of this call.
         let mut unsure = vec![false; self.inner.nodes.len()];
+        self.meet_every_node().await;
         if let Some(two) = self.two_urls_of_one_server(&[]) {
             return Err(two);
         }
@@ -442,6 +443,21 @@ impl Locker {
             }
         }
         None
+    }
+
+    /// Connect to every node not yet connected (within the node timeout),
+    /// so that two URLs of one server are refused before any WAIT is sent:
+    /// a WAIT of the caller's own owner still travelling when the wait is
+    /// refused would be granted after the clean-up and hold that server
+    /// for its TTL (helper-21). A node down now is met by its first reply.
+    async fn meet_every_node(&self) {
+        let timeout = self.inner.config.node_timeout;
+        let meets = self
+            .inner
+            .nodes
+            .iter()
+            .map(|node| tokio::time::timeout(timeout, node.meet()));
+        futures_util::future::join_all(meets).await;
     }
 
     pub(crate) fn pause(&self) -> Duration {
