@@ -420,8 +420,7 @@ async fn an_auto_lock_is_lost_before_another_client_can_take_it() {
     // take it: A must say lost by then, not after its last EXTEND gives up
     // (up to the node timeout later: two holders, found by an attack run).
     let nodes = Server::start_n(3);
-    let proxies: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
-    let via_proxies: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    let (proxies, via_proxies) = in_front_of(&nodes);
     let a = Builder::new(&via_proxies)
         .ttl(Duration::from_secs(1))
         .node_timeout(Duration::from_millis(500))
@@ -459,8 +458,7 @@ async fn slow_but_successful_renewals_do_not_lose_an_auto_lock() {
     // the validity ends, not be cut off there (a false "lost", found by an
     // attack run on the fix above).
     let nodes = Server::start_n(3);
-    let proxies: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
-    let via_proxies: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    let (proxies, via_proxies) = in_front_of(&nodes);
     let a = Builder::new(&via_proxies)
         .ttl(Duration::from_millis(600))
         .node_timeout(Duration::from_millis(300))

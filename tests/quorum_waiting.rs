@@ -613,8 +613,7 @@ async fn a_dropped_lock_does_not_take_a_server_later() {
 /// running may release call 2's grants.
 async fn an_ended_call_leaves_a_later_call_of_its_owner_alone(cancel: bool) {
     let nodes = Server::start_n(3);
-    let proxies: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
-    let via_proxies: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    let (proxies, via_proxies) = in_front_of(&nodes);
     let all = [&nodes[0], &nodes[1], &nodes[2]];
     let me = locker_on(&via_proxies);
     let other = locker(&nodes);
@@ -677,8 +676,7 @@ async fn a_wait_that_can_no_longer_reach_a_majority_ends_at_once() {
     // left out of this call, so no majority is possible any more. The call
     // says so at once instead of retrying until its 15 s deadline.
     let nodes = Server::start_n(3);
-    let proxies: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
-    let via_proxies: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    let (proxies, via_proxies) = in_front_of(&nodes);
     let waiter = Builder::new(&via_proxies)
         .ttl(Duration::from_secs(10))
         .node_timeout(Duration::from_millis(100))
@@ -719,8 +717,7 @@ async fn a_late_grant_of_one_pass_cannot_release_the_next_pass() {
     // second pass's grant (an attack run: two holders). Each pass of a
     // generated owner now has an owner of its own.
     let nodes = Server::start_n(3);
-    let px: Vec<DelayProxy> = nodes.iter().map(|n| DelayProxy::to(n.port)).collect();
-    let via: Vec<String> = px.iter().map(DelayProxy::url).collect();
+    let (px, via) = in_front_of(&nodes);
     let mk = || {
         Builder::new(&via)
             .ttl(Duration::from_millis(2000))

@@ -82,6 +82,24 @@ fn wait_for_waiters(c: &mut redis::Connection, key: &str, n: i64) {
     );
 }
 
+/// `holder` (a LOCK.ACQUIRE of k), then a `LOCK.ACQUIRE k {waiter}` sent
+/// and queued behind it.
+fn held_with_a_waiter(
+    s: &Server,
+    c: &mut redis::Connection,
+    holder: &str,
+    waiter: &str,
+) -> Pending {
+    int(c, holder);
+    let args: Vec<&str> = ["LOCK.ACQUIRE", "k"]
+        .into_iter()
+        .chain(waiter.split(' '))
+        .collect();
+    let w = Pending::send(s.port, &args);
+    wait_for_waiters(c, "k", 1);
+    w
+}
+
 fn owner(c: &mut redis::Connection, key: &str) -> Option<String> {
     status(c, key).map(|s| String::from_utf8(s.0).unwrap())
 }
@@ -151,9 +169,7 @@ fn timeout_replies_nil_and_leaves_the_queue() {
 fn a_disconnected_waiter_is_skipped() {
     let s = Server::start();
     let mut c = s.conn();
-    int(&mut c, "LOCK.ACQUIRE k a 30000");
-    let w0 = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "w0", "30000", "WAIT", "0"]);
-    wait_for_waiters(&mut c, "k", 1);
+    let w0 = held_with_a_waiter(&s, &mut c, "LOCK.ACQUIRE k a 30000", "w0 30000 WAIT 0");
     let w1 = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "w1", "30000", "WAIT", "0"]);
     wait_for_waiters(&mut c, "k", 2);
     let w2 = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "w2", "30000", "WAIT", "0"]);
@@ -171,9 +187,7 @@ fn a_disconnected_waiter_is_skipped() {
 fn a_grant_to_a_client_that_just_left_is_passed_on() {
     let s = Server::start();
     let mut c = s.conn();
-    int(&mut c, "LOCK.ACQUIRE k a 30000");
-    let gone = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "gone", "30000", "WAIT", "0"]);
-    wait_for_waiters(&mut c, "k", 1);
+    let gone = held_with_a_waiter(&s, &mut c, "LOCK.ACQUIRE k a 30000", "gone 30000 WAIT 0");
     let next = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "next", "30000", "WAIT", "0"]);
     wait_for_waiters(&mut c, "k", 2);
     // Release and hang up in the same event-loop turn: with the server
@@ -318,9 +332,7 @@ fn a_wait_that_ran_out_during_a_stall_is_not_granted_after_it() {
     // had ended: it got a token a second late (an attack run, helper-11).
     let s = Server::start();
     let mut c = s.conn();
-    int(&mut c, "LOCK.ACQUIRE k h 200");
-    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "w", "30000", "WAIT", "500"]);
-    wait_for_waiters(&mut c, "k", 1);
+    let w = held_with_a_waiter(&s, &mut c, "LOCK.ACQUIRE k h 200", "w 30000 WAIT 500");
     s.signal("STOP");
     std::thread::sleep(Duration::from_millis(1000));
     s.signal("CONT");
@@ -386,9 +398,7 @@ fn a_lock_shortened_by_its_holder_is_handed_on_at_its_new_deadline() {
     keep_the_sweep_busy(&s);
     let mut c = s.conn();
     for shorten in ["LOCK.EXTEND k h 100", "LOCK.ACQUIRE k h 100"] {
-        int(&mut c, "LOCK.ACQUIRE k h 60000");
-        let w = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "w", "30000", "WAIT", "0"]);
-        wait_for_waiters(&mut c, "k", 1);
+        let w = held_with_a_waiter(&s, &mut c, "LOCK.ACQUIRE k h 60000", "w 30000 WAIT 0");
         let started = Instant::now();
         int(&mut c, shorten);
         assert!(w.token().is_some(), "{shorten}: the waiter gets it");
@@ -437,9 +447,7 @@ fn an_expired_lock_is_counted_once_when_a_newcomer_finds_it_queued_for() {
     // expires it and hands it on. It used to be counted as expired by both.
     let s = Server::start();
     let mut c = s.conn();
-    int(&mut c, "LOCK.ACQUIRE k h 100");
-    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "w", "30000", "WAIT", "0"]);
-    wait_for_waiters(&mut c, "k", 1);
+    let w = held_with_a_waiter(&s, &mut c, "LOCK.ACQUIRE k h 100", "w 30000 WAIT 0");
     q(&mut c, "CLIENT PAUSE 10000 WRITE").unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let mut newcomer = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "z", "30000"]);
@@ -511,9 +519,12 @@ fn del_flushall_and_overwrite_wake_the_queue() {
 fn reentrant_holder_keeps_the_lock_until_its_last_release() {
     let s = Server::start();
     let mut c = s.conn();
-    int(&mut c, "LOCK.ACQUIRE k a 30000 REENTRANT");
-    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "b", "30000", "WAIT", "5000"]);
-    wait_for_waiters(&mut c, "k", 1);
+    let w = held_with_a_waiter(
+        &s,
+        &mut c,
+        "LOCK.ACQUIRE k a 30000 REENTRANT",
+        "b 30000 WAIT 5000",
+    );
     int(&mut c, "LOCK.ACQUIRE k a 30000 REENTRANT"); // the holder may re-enter
     assert_eq!(int(&mut c, "LOCK.RELEASE k a"), 1);
     std::thread::sleep(Duration::from_millis(50));
@@ -844,9 +855,7 @@ fn a_write_pause_defers_the_hand_off_and_the_server_survives() {
 fn a_take_back_during_a_write_pause_waits_for_its_end() {
     let s = Server::with(&["--appendonly", "yes"], &[]);
     let mut c = s.conn();
-    int(&mut c, "LOCK.ACQUIRE k a 30000");
-    let gone = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "gone", "30000", "WAIT", "0"]);
-    wait_for_waiters(&mut c, "k", 1);
+    let gone = held_with_a_waiter(&s, &mut c, "LOCK.ACQUIRE k a 30000", "gone 30000 WAIT 0");
     let next = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "next", "30000", "WAIT", "0"])
         .with_timeout(Duration::from_secs(10));
     wait_for_waiters(&mut c, "k", 2);

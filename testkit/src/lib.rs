@@ -6,5 +6,5 @@ pub mod proxy;
 pub mod server;
 pub mod shim;
 
-pub use proxy::DelayProxy;
+pub use proxy::{in_front_of, DelayProxy};
 pub use server::*;

@@ -26,6 +26,13 @@ pub struct DelayProxy {
     streams: Arc<Mutex<Vec<TcpStream>>>,
 }
 
+/// A proxy in front of each of `servers`, and the proxies' URLs (in order).
+pub fn in_front_of(servers: &[crate::Server]) -> (Vec<DelayProxy>, Vec<String>) {
+    let proxies: Vec<DelayProxy> = servers.iter().map(|s| DelayProxy::to(s.port)).collect();
+    let urls = proxies.iter().map(DelayProxy::url).collect();
+    (proxies, urls)
+}
+
 impl DelayProxy {
     /// Listen on a free loopback port and forward to 127.0.0.1:`target`.
     pub fn to(target: u16) -> DelayProxy {
