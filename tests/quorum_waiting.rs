@@ -831,3 +831,28 @@ async fn one_server_a_wait_that_lands_after_it_ended_is_withdrawn() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_server_does_not_hold_up_a_new_lockers_wait() {
+    // A queued wait first connects to every node (to refuse two URLs of one
+    // server before sending a WAIT). A server that accepts connections but
+    // does not answer (stopped) must not hold every wait of a new Locker
+    // (each CLI run is one) for the node timeout.
+    let nodes = Server::start_n(3);
+    nodes[2].signal("STOP");
+    let fresh = Builder::new(&urls(&nodes))
+        .node_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    // A caller's own owner queues at once (no polling round first).
+    let opts = LockOptions::new().owner("me").wait(Duration::from_secs(10));
+    let lock = fresh.acquire("job", &opts).await.unwrap();
+    let took = started.elapsed();
+    nodes[2].signal("CONT");
+    fresh.unlock(&lock).await.unwrap();
+    assert!(
+        took < Duration::from_secs(1),
+        "the wait began {took:?} late"
+    );
+}

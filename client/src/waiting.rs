@@ -39,6 +39,9 @@ use tokio::sync::oneshot;
 /// above a local round trip, so that the grants of one hand-off (which leave
 /// the servers together) have all arrived.
 const HOLDOUT_BASE: Duration = Duration::from_millis(2);
+/// Least time the nodes not yet met get once a majority is (see
+/// `meet_every_node`): above a local connect and round trip.
+const MEET_GRACE_MIN: Duration = Duration::from_millis(5);
 /// Longest hold-out before the random factor: a waiter that waited long
 /// still gives back within twice this.
 const HOLDOUT_MAX: Duration = Duration::from_millis(250);
@@ -445,19 +448,39 @@ impl Locker {
         None
     }
 
-    /// Connect to every node not yet connected (within the node timeout),
-    /// so that two URLs of one server are refused before any WAIT is sent:
-    /// a WAIT of the caller's own owner still travelling when the wait is
-    /// refused would be granted after the clean-up and hold that server
-    /// for its TTL (helper-21). A node down now is met by its first reply.
+    /// Connect to every node not yet connected, so that two URLs of one
+    /// server are refused before any WAIT is sent: a WAIT of the caller's
+    /// own owner still travelling when the wait is refused would be granted
+    /// after the clean-up and hold that server for its TTL (helper-21).
+    /// Once a majority of the nodes is met (or failed), the rest get as long
+    /// again (at least `MEET_GRACE_MIN`): a stalled server must not hold up
+    /// every wait of a new Locker by the node timeout. A node not met by
+    /// then is checked by its first reply.
     async fn meet_every_node(&self) {
-        let timeout = self.inner.config.node_timeout;
-        let meets = self
-            .inner
-            .nodes
-            .iter()
-            .map(|node| tokio::time::timeout(timeout, node.meet()));
-        futures_util::future::join_all(meets).await;
+        let nodes = &self.inner.nodes;
+        if nodes.iter().all(|n| n.is_connected()) {
+            return;
+        }
+        let started = Instant::now();
+        let mut cutoff = started + self.inner.config.node_timeout;
+        let mut meets: futures_util::stream::FuturesUnordered<_> =
+            nodes.iter().map(|n| n.meet()).collect();
+        let mut met = 0;
+        loop {
+            tokio::select! {
+                done = meets.next() => {
+                    if done.is_none() {
+                        return;
+                    }
+                    met += 1;
+                    if met == quorum::majority(nodes.len()) {
+                        let grace = started.elapsed().max(MEET_GRACE_MIN);
+                        cutoff = cutoff.min(Instant::now() + grace);
+                    }
+                }
+                _ = tokio::time::sleep_until(cutoff.into()) => return,
+            }
+        }
     }
 
     pub(crate) fn pause(&self) -> Duration {
