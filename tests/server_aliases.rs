@@ -389,3 +389,43 @@ async fn a_give_back_through_a_slow_alias_cannot_free_a_grant_counted_again() {
         "two holders without fencing"
     );
 }
+
+/// helper-22: [S through a proxy, S's unix socket, T]. S starts without
+/// the socket, so that URL first meets S after S restarted (new run_id Y,
+/// now with the socket) while the proxy URL knew it as X. T goes down.
+/// Then the proxy URL reconnects slowly (its LOCK.SERVERID held `slow`)
+/// and links X to Y in the middle of the next call, after the socket URL's
+/// yes was counted under Y. S must not make 2 of 3 alone.
+async fn a_restart_link_made_mid_call(slow: Duration, opts: LockOptions) {
+    let id = format!("{}-{}", std::process::id(), slow.as_millis());
+    let dir = std::env::temp_dir().join(format!("redis-lock-link-{id}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("redis.sock").display().to_string();
+    let mut s = Server::start();
+    let pa = DelayProxy::to(s.port);
+    let mut t = Server::start();
+    let l = locker(&[pa.url(), format!("redis+unix://{socket}"), t.url()]);
+    let lock = l.try_lock("warm").await.expect("S via the proxy, and T");
+    l.unlock(&lock).await.unwrap();
+    s.restart_with(&["--unixsocket", &socket, "--unixsocketperm", "700"], &[]);
+    t.kill();
+    // The proxy URL's dead connection is dropped; the socket URL meets Y.
+    let _ = l.status("x").await;
+    pa.delay("LOCK.SERVERID", slow);
+    let got = l.acquire("job", &opts).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(got.is_err(), "S alone made 2 of 3: {got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_link_made_mid_round_still_counts_the_server_once() {
+    a_restart_link_made_mid_call(Duration::from_millis(150), LockOptions::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_link_made_mid_wait_still_counts_the_server_once() {
+    // Slower than the node timeout: the wait does not meet the proxy URL
+    // before its first WAIT, and its reply must still be refused.
+    let opts = LockOptions::new().owner("me").wait(Duration::from_secs(2));
+    a_restart_link_made_mid_call(Duration::from_millis(400), opts).await;
+}

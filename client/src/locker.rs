@@ -26,6 +26,8 @@ pub(crate) struct Inner {
     all: Vec<usize>,
     pub(crate) config: Config,
     pub(crate) stragglers: Stragglers,
+    /// Which server tags name one server (restarts, `server_ids.rs`).
+    pub(crate) same: Arc<SameServers>,
 }
 
 /// Quorum lock client. Cheap to clone; clones share connections.
@@ -178,6 +180,7 @@ impl Locker {
                 names,
                 config,
                 stragglers: Stragglers::default(),
+                same,
             }),
         }
     }
@@ -208,7 +211,8 @@ impl Locker {
             .args_iter()
             .any(|a| matches!(a, redis::Arg::Simple(b) if b == b"WAIT"));
         let on_open = !dedicated && targets.iter().all(|&i| self.inner.nodes[i].is_connected());
-        let mut round = Round::new(self.inner.nodes.len(), timeout, classify, on_open);
+        let tally = Tally::per_server(self.inner.nodes.len(), self.inner.same.clone());
+        let mut round = Round::new(tally, timeout, classify, on_open);
         let cmd = Arc::new(cmd);
         for &i in targets {
             round.push(i, self.send(i, cmd.clone(), None, dedicated, resend));

@@ -189,13 +189,7 @@ impl Node {
 
     /// The server this URL's connections reached last, if it said.
     pub(crate) fn known_server(&self) -> Option<ServerTag> {
-        let last = self.last_server.lock().expect("last server").clone();
-        self.counted_as(last)
-    }
-
-    /// The tag a reply from a connection to `server` counts under.
-    fn counted_as(&self, server: Option<ServerTag>) -> Option<ServerTag> {
-        server.map(|s| self.same.canonical(s))
+        self.last_server.lock().expect("last server").clone()
     }
 
     /// The shared connection, unless none is open or its runtime is gone
@@ -300,7 +294,7 @@ impl Node {
                 conn = open().await?;
                 reply = cmd.query_async::<Value>(&mut conn.conn).await;
             }
-            let server = self.counted_as(conn.server.clone());
+            let server = conn.server.clone();
             if !matches!(&reply, Err(e) if broken(e)) {
                 let mut idle = self.idle.lock().expect("pool lock");
                 if idle.len() < IDLE_DEDICATED {
@@ -350,7 +344,7 @@ impl Node {
                 let (mut c, id, server) = self.connection().await?;
                 used = Some(id);
                 let reply = cmd.query_async::<Value>(&mut c).await;
-                reply.map(|v| (v, self.counted_as(server)))
+                reply.map(|v| (v, server))
             };
             match attempt.await {
                 Ok(tagged) => return Ok(tagged),

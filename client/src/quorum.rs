@@ -2,7 +2,8 @@
 //! round of replies with its early verdict.
 
 use crate::error::NodeFailure;
-use crate::server_ids::{ServerTag, Voters};
+use crate::server_ids::{SameServers, ServerTag, Voters};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How far above the client's clock the requested token floor is: more
@@ -95,6 +96,21 @@ impl Tally {
             nodes,
             ..Tally::default()
         }
+    }
+
+    /// An empty tally whose yeses count once per server, restart links
+    /// (`same`) included.
+    pub(crate) fn per_server(nodes: usize, same: Arc<SameServers>) -> Tally {
+        Tally {
+            nodes,
+            voters: Voters::new(same),
+            ..Tally::default()
+        }
+    }
+
+    /// How many nodes the round is over.
+    pub(crate) fn nodes(&self) -> usize {
+        self.nodes
     }
 
     /// Count one node's answer.

@@ -79,11 +79,12 @@ pub(crate) struct Round {
 }
 
 impl Round {
-    /// A round over `nodes` nodes (none asked yet) whose requests all end
-    /// by `timeout`; `on_open`: see `on_open_connections`.
-    pub(crate) fn new(nodes: usize, timeout: Duration, classify: Classify, on_open: bool) -> Round {
+    /// A round counting into `tally` (none asked yet) whose requests all
+    /// end by `timeout`; `on_open`: see `on_open_connections`.
+    pub(crate) fn new(tally: Tally, timeout: Duration, classify: Classify, on_open: bool) -> Round {
+        let nodes = tally.nodes();
         Round {
-            tally: Tally::new(nodes),
+            tally,
             pending: Pending::new(),
             classify,
             waiting: vec![false; nodes],

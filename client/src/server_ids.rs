@@ -35,13 +35,29 @@ pub(crate) fn tag(run_id: &str, db: i64) -> ServerTag {
 /// with its locks in the middle of a wait was counted once under each
 /// (an attack run, helper-17). A URL whose name moved to another server
 /// merges two servers: one vote fewer, never one more.
+///
+/// Tags are compared through it when votes are counted, never resolved
+/// when a reply comes in: a link made in the middle of a round (a path
+/// reconnecting after the restart) must also join a vote counted before
+/// it (helper-22: [S by proxy, S by socket, T], the socket first met after
+/// a restart, the proxy reconnecting in the round: S voted twice). The
+/// links form sets (union-find), so the order in which paths report does
+/// not matter.
 #[derive(Debug, Default)]
 pub(crate) struct SameServers {
-    /// Any tag moved yet: replies skip the map until one did.
+    /// Any tag moved yet: comparisons skip the map until one did.
     moved: AtomicBool,
-    /// A later tag -> the first tag of its server (read on every reply once
-    /// a server restarted: a read lock, shared).
-    first: RwLock<HashMap<ServerTag, ServerTag>>,
+    /// A tag -> another tag of its server, nearer the root of its set.
+    parent: RwLock<HashMap<ServerTag, ServerTag>>,
+}
+
+/// The root of `tag`'s set (sets are tiny: one per restart seen).
+fn root(parent: &HashMap<ServerTag, ServerTag>, tag: &ServerTag) -> ServerTag {
+    let mut at = tag;
+    while let Some(up) = parent.get(at) {
+        at = up;
+    }
+    at.clone()
 }
 
 impl SameServers {
@@ -50,21 +66,24 @@ impl SameServers {
         if before == now {
             return;
         }
-        let mut first = self.first.write().unwrap_or_else(|p| p.into_inner());
-        let root = first.get(before).cloned().unwrap_or_else(|| before.clone());
-        if root != *now {
-            first.entry(now.clone()).or_insert(root);
+        let mut parent = self.parent.write().unwrap_or_else(|p| p.into_inner());
+        let (first, later) = (root(&parent, before), root(&parent, now));
+        if first != later {
+            parent.insert(later, first);
         }
         self.moved.store(true, Ordering::Release);
     }
 
-    /// The tag a vote under `tag` counts under.
-    pub(crate) fn canonical(&self, tag: ServerTag) -> ServerTag {
-        if !self.moved.load(Ordering::Acquire) {
-            return tag; // the usual case: no server restarted under us
+    /// `a` and `b` name one server.
+    pub(crate) fn same(&self, a: &ServerTag, b: &ServerTag) -> bool {
+        if a == b {
+            return true;
         }
-        let first = self.first.read().unwrap_or_else(|p| p.into_inner());
-        first.get(&tag).cloned().unwrap_or(tag)
+        if !self.moved.load(Ordering::Acquire) {
+            return false; // the usual case: no server restarted under us
+        }
+        let parent = self.parent.read().unwrap_or_else(|p| p.into_inner());
+        root(&parent, a) == root(&parent, b)
     }
 }
 
@@ -73,9 +92,26 @@ impl SameServers {
 pub(crate) struct Voters {
     /// (server, the node whose yes counted for it).
     seen: Vec<(ServerTag, usize)>,
+    /// The Locker's restart links (none: tags compared as they are).
+    same: Option<Arc<SameServers>>,
 }
 
 impl Voters {
+    /// Voters whose tags are compared through `same`.
+    pub(crate) fn new(same: Arc<SameServers>) -> Voters {
+        Voters {
+            seen: Vec::new(),
+            same: Some(same),
+        }
+    }
+
+    fn same(&self, a: &ServerTag, b: &ServerTag) -> bool {
+        match &self.same {
+            Some(same) => same.same(a, b),
+            None => a == b,
+        }
+    }
+
     /// `node` said yes over a connection to `server` (None: a server that
     /// cannot say, counted as its own). Err with the node whose yes already
     /// counted for that server.
@@ -83,8 +119,9 @@ impl Voters {
         let Some(server) = server else {
             return Ok(());
         };
-        // One entry per server: the node whose yes counted first.
-        match self.seen.iter().find(|(s, _)| s == server) {
+        // A node whose yes counted, for this server, first.
+        let first = self.seen.iter().find(|(s, _)| self.same(s, server));
+        match first {
             Some(&(_, first)) if first != node => Err(first),
             Some(_) => Ok(()),
             None => {
@@ -142,18 +179,42 @@ mod tests {
     }
 
     #[test]
-    fn a_server_restarted_under_a_path_keeps_its_first_tag() {
+    fn a_server_restarted_under_a_path_is_one_server() {
         let (x, y, z) = (tag("x", 0), tag("y", 0), tag("z", 0));
         let same = SameServers::default();
-        assert_eq!(same.canonical(y.clone()), y, "nothing moved yet");
+        assert!(!same.same(&x, &y), "nothing moved yet");
         same.moved(&x, &y);
         same.moved(&x, &y); // another path saw the same restart
         same.moved(&y, &z); // and a second one
-        assert_eq!(same.canonical(y), x);
-        assert_eq!(same.canonical(z.clone()), x);
-        assert_eq!(same.canonical(tag("other", 0)), tag("other", 0));
+        assert!(same.same(&y, &x) && same.same(&z, &x) && same.same(&z, &y));
+        assert!(!same.same(&x, &tag("other", 0)));
         same.moved(&z, &x); // back to the first: no cycle
-        assert_eq!(same.canonical(x.clone()), x);
+        assert!(same.same(&x, &z));
+    }
+
+    #[test]
+    fn restart_links_join_whatever_order_the_paths_report_in() {
+        // Path 2 first met the server after a restart (y) and saw another
+        // (z); path 1 knew it from before (x) and reports z only now.
+        let (x, y, z) = (tag("x", 0), tag("y", 0), tag("z", 0));
+        let same = SameServers::default();
+        same.moved(&y, &z);
+        same.moved(&x, &z);
+        assert!(same.same(&x, &y), "x, y and z are one server");
+    }
+
+    #[test]
+    fn a_link_made_after_a_vote_still_joins_it() {
+        // helper-22: a vote under y (a path first met after the restart)
+        // counted, then another path reconnected and linked x to y: its
+        // vote, under either tag, is the same server's second.
+        let (x, y) = (tag("x", 0), tag("y", 0));
+        let same = Arc::new(SameServers::default());
+        let mut v = Voters::new(same.clone());
+        assert_eq!(v.admit(1, Some(&y)), Ok(()));
+        same.moved(&x, &y);
+        assert_eq!(v.admit(0, Some(&x)), Err(1));
+        assert_eq!(v.admit(0, Some(&y)), Err(1));
     }
 
     #[test]

@@ -175,7 +175,7 @@ impl Locker {
         while let Some(Ok((i, r))) = set.join_next().await {
             tagged[i] = Some(r);
         }
-        let mut voters = Voters::default();
+        let mut voters = Voters::new(self.inner.same.clone());
         let mut once_per_server = |i: usize, reply: Result<Tagged, Failure>| {
             let (value, server) = untag(reply);
             match (voters.admit(i, server.as_ref()), server) {

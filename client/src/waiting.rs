@@ -434,9 +434,14 @@ impl Locker {
                 seen.or_else(|| self.inner.nodes[i].known_server())
             })
             .collect();
+        // Compared now, through the restart links known now (not when each
+        // reply came: a link made since joins them, helper-22).
+        let same = |a: &ServerTag, b: &Option<ServerTag>| {
+            b.as_ref().is_some_and(|b| self.inner.same.same(a, b))
+        };
         for (j, a) in servers.iter().enumerate() {
             let Some(a) = a else { continue };
-            if let Some(i) = (j + 1..servers.len()).find(|&i| servers[i].as_ref() == Some(a)) {
+            if let Some(i) = (j + 1..servers.len()).find(|&i| same(a, &servers[i])) {
                 let names = &self.inner.names;
                 return Some(Error::Config(format!(
                     "servers {} and {} reach the same server (run_id/db {a}): \
