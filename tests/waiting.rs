@@ -1254,3 +1254,24 @@ fn no_hand_off_while_the_aof_is_replayed() {
     assert_eq!(w.token(), None, "H2 holds it: the waiter times out");
     assert_eq!(owner(&mut c, "f").as_deref(), Some("H2"));
 }
+
+#[test]
+fn a_release_replayed_from_the_aof_does_not_withdraw_a_live_wait() {
+    // helper-23: the AOF's old `LOCK.RELEASE f W` replayed by DEBUG LOADAOF
+    // made W's WAIT, sent long after it, reply nil (counted as withdrawn).
+    let s = Server::with(
+        &["--appendonly", "yes", "--enable-debug-command", "yes"],
+        &[],
+    );
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE f W 60000");
+    int(&mut c, "LOCK.RELEASE f W");
+    int(&mut c, "LOCK.ACQUIRE f H 60000");
+    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "f", "W", "30000", "WAIT", "5000"]);
+    wait_for_waiters(&mut c, "f", 1);
+    q(&mut c, "DEBUG LOADAOF").unwrap();
+    assert_eq!(waiters(&mut c, "f"), 1, "W still queued");
+    assert_eq!(int(&mut c, "LOCK.RELEASE f H"), 1);
+    assert!(w.token().is_some(), "W is served when H lets go");
+    assert_eq!(owner(&mut c, "f").as_deref(), Some("W"));
+}
