@@ -305,3 +305,36 @@ fn signals_ignored_by_the_caller_stay_ignored() {
     assert!(dir.join("finished").exists(), "the command ran to its end");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_signal_while_waiting_gives_back_what_arrives_later() {
+    // helper-24: SIGTERM while the CLI's WAITs were still on their way (held
+    // 1 s on the network). The CLI exited at once, the WAITs then landed on
+    // the free key and held it for its whole TTL (20 s) for an owner nobody
+    // had. Now the owner is made for the call, the wait's clean-up gives
+    // back what lands, and the CLI stays (up to 2 s) until that is done.
+    let nodes = Server::start_n(3);
+    let (proxies, urls) = in_front_of(&nodes);
+    for p in &proxies {
+        p.delay("LOCK.ACQUIRE", Duration::from_millis(1000));
+    }
+    let mut cli = Command::new(workspace_binary("redis-lock"))
+        .env("REDIS_LOCK_SERVERS", urls.join(","))
+        .args(["run", "--wait", "30s", "--ttl", "20s", "job", "--", "true"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || proxies
+            .iter()
+            .any(|p| p.holding())),
+        "no request on its way"
+    );
+    kill(cli.id() as i32, libc::SIGTERM);
+    assert_eq!(cli.wait().unwrap().code(), Some(128 + libc::SIGTERM));
+    // Anything still travelling has landed by now.
+    std::thread::sleep(Duration::from_millis(1500));
+    for n in &nodes {
+        assert_eq!(status(&mut n.conn(), "job"), None, "left held");
+    }
+}

@@ -88,12 +88,11 @@ impl Drop for AutoLock {
         if self.released || !self.lock.unique {
             return;
         }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let (locker, lock) = (self.locker.clone(), self.lock.clone());
-            rt.spawn(async move {
-                let _ = locker.unlock(&lock).await;
-            });
-        }
+        let (locker, lock) = (self.locker.clone(), self.lock.clone());
+        let background = locker.inner.background.clone();
+        background.spawn(async move {
+            let _ = locker.unlock(&lock).await;
+        });
     }
 }
 

@@ -55,9 +55,8 @@ impl Drop for Caller {
         }
         self.result.close();
         if let (Ok(Ok(lock)), Some(locker)) = (self.result.try_recv(), self.locker.take()) {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move { locker.unlock(&lock).await });
-            }
+            let background = locker.inner.background.clone();
+            background.spawn(async move { locker.unlock(&lock).await });
         }
     }
 }
@@ -111,7 +110,8 @@ pub(crate) fn withdraw_late(
         return; // nothing out: no task
     }
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
-    tokio::spawn(async move {
+    let background = locker.inner.background.clone();
+    background.spawn(async move {
         let mut releases = returns;
         let mut interval = locker.inner.config.node_timeout;
         let mut next = Instant::now() + interval;

@@ -21,6 +21,7 @@
 //! needs neither unless it asks for them.
 #![warn(missing_docs)]
 
+mod background;
 mod config;
 pub mod duration;
 mod endpoint;

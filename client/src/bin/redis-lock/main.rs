@@ -29,8 +29,7 @@ mod signals;
 use args::{Cmd, Run};
 use redis_lock_client::quorum::majority;
 use redis_lock_client::{
-    escape_owner, quorum_state, random_owner, AutoLock, Builder, Failure, LockOptions, Locker,
-    QuorumState,
+    escape_owner, quorum_state, AutoLock, Builder, Failure, LockOptions, Locker, QuorumState,
 };
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -64,13 +63,22 @@ fn main() -> ExitCode {
         .build()
         .expect("tokio runtime");
     rt.block_on(async {
-        match cli.command {
+        let code = match cli.command {
             Cmd::Run(run) => run_command(&locker, run, cli.verbose).await,
             Cmd::Status { name } => status(&locker, &name).await,
             Cmd::Release { name, owner } => release(&locker, &name, &owner).await,
-        }
+        };
+        // A wait given up (a signal, --wait ran out) may still have requests
+        // travelling to a slow server: what they take is given back as their
+        // replies come, if the process is still there (helper-24: exiting at
+        // once left the lock held for its TTL).
+        let _ = tokio::time::timeout(CLEAN_UP_FOR, locker.background_done()).await;
+        code
     })
 }
+
+/// How long the CLI stays, before exiting, for its background clean-up.
+const CLEAN_UP_FOR: Duration = Duration::from_secs(2);
 
 async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
     let mut signals = match signals::catch() {
@@ -81,17 +89,23 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
         }
     };
     let name = run.name.as_str();
-    let owner = run.owner.clone().unwrap_or_else(random_owner);
-    let opts = LockOptions::new()
-        .ttl(run.ttl)
-        .wait(run.wait)
-        .owner(owner.clone());
+    let mut opts = LockOptions::new().ttl(run.ttl).wait(run.wait);
+    // An owner made for this call (the default) lets the library take back
+    // what a wait given up still gets; a caller's own owner is left alone
+    // (another run of it may hold the lock by then).
+    if let Some(owner) = &run.owner {
+        opts = opts.owner(owner.clone());
+    }
     let started = Instant::now();
     let acquired = tokio::select! {
         r = locker.acquire_auto(name, &opts) => r,
         Some(sig) = signals.recv() => {
             // Interrupted while waiting: a grant may have landed already.
-            let _ = locker.force_release(name, &owner).await;
+            // Dropping the acquisition releases it (made-up owner; main
+            // waits for that); an --owner's is released here.
+            if let Some(owner) = &run.owner {
+                let _ = locker.force_release(name, owner).await;
+            }
             say!("redis-lock: got signal {} while waiting for {name:?}; gave up", sig.signal);
             return ExitCode::from(128u8.wrapping_add(sig.signal as u8));
         }
