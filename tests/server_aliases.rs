@@ -429,3 +429,27 @@ async fn a_restart_link_made_mid_wait_still_counts_the_server_once() {
     let opts = LockOptions::new().owner("me").wait(Duration::from_secs(2));
     a_restart_link_made_mid_call(Duration::from_millis(400), opts).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_through_a_second_url_met_late_is_never_sent() {
+    // helper-24: the second URL's path was slow to say who it reached (400
+    // ms, not met before the first WAIT) and slow to carry ACQUIRE (800 ms).
+    // Its WAIT went out right after its connection identified the server,
+    // the wait ended with Config, and that WAIT then landed and held S for
+    // its TTL under the caller's owner. Now it is refused before sending.
+    let s = Server::start();
+    let t = Server::start();
+    assert!(int(&mut t.conn(), "LOCK.ACQUIRE job y 60000") > 0);
+    let slow_acquire = DelayProxy::to(s.port);
+    slow_acquire.delay("LOCK.ACQUIRE", Duration::from_millis(800));
+    let slow_id = DelayProxy::to(slow_acquire.port);
+    slow_id.delay("LOCK.SERVERID", Duration::from_millis(400));
+    let l = locker(&[s.url(), slow_id.url(), t.url()]);
+    let opts = LockOptions::new().owner("me").wait(Duration::from_secs(5));
+    match l.acquire("job", &opts).await {
+        Err(Error::Config(msg)) => assert!(msg.contains("same server"), "{msg}"),
+        other => panic!("a wait through two URLs of one server: {other:?}"),
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(status(&mut s.conn(), "job"), None, "S left held");
+}

@@ -11,7 +11,7 @@ use crate::node::{within, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use crate::round::{acquire_answer, code_answer, untag, Classify, Late, Pending, Reply, Round};
-use crate::server_ids::SameServers;
+use crate::server_ids::{SameServers, ServerTag};
 use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
@@ -252,10 +252,32 @@ impl Locker {
             (false, Some(t)) => {
                 Box::pin(async move { (i, within(t, node.query_shared(&cmd, resend)).await) })
             }
-            (true, None) => Box::pin(async move { (i, node.query_dedicated(&cmd).await) }),
-            (true, Some(t)) => {
-                Box::pin(async move { (i, within(t, node.query_dedicated(&cmd)).await) })
+            (true, None) => {
+                let refuse = self.second_url_of(i);
+                Box::pin(async move { (i, node.query_dedicated(&cmd, refuse).await) })
             }
+            (true, Some(t)) => {
+                let refuse = self.second_url_of(i);
+                Box::pin(async move { (i, within(t, node.query_dedicated(&cmd, refuse)).await) })
+            }
+        }
+    }
+
+    /// For a blocking request through node `i`: why not to send it, if the
+    /// server its connection reached is one another node already reached
+    /// (restart links included). A WAIT travelling to one server on two
+    /// connections cannot be ordered against the other's RELEASE, and one
+    /// sent before the wait found the alias out could be granted after its
+    /// clean-up, holding that server for a TTL (helper-24).
+    fn second_url_of(&self, i: usize) -> impl Fn(Option<&ServerTag>) -> Option<String> {
+        let inner = self.inner.clone();
+        move |server| {
+            let server = server?;
+            let other = (0..inner.nodes.len()).filter(|&j| j != i).find(|&j| {
+                let known = inner.nodes[j].known_server();
+                known.is_some_and(|k| inner.same.same(&k, server))
+            })?;
+            Some(crate::server_ids::same_server(other, server))
         }
     }
 

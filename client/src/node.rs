@@ -278,32 +278,53 @@ impl Node {
     /// connection (a reply may still be on its way), and a pooled
     /// connection found broken is replaced once. No deadline of its own:
     /// the caller's round has one.
-    pub async fn query_dedicated(&self, cmd: &Cmd) -> Result<Tagged, Failure> {
+    ///
+    /// `refuse` sees the server the connection reached before anything is
+    /// sent, and a reason it gives stops the request there (a transient
+    /// failure): a WAIT through a second URL of a server must not be sent
+    /// at all (see `Locker::send`).
+    pub async fn query_dedicated(
+        &self,
+        cmd: &Cmd,
+        refuse: impl Fn(Option<&ServerTag>) -> Option<String>,
+    ) -> Result<Tagged, Failure> {
         let open = || async {
             let mut c = Box::pin(self.client.get_multiplexed_async_connection()).await?;
             let server = Box::pin(self.identify(&mut c)).await?;
             Ok::<_, RedisError>(Driven::here(c, 0, server))
         };
-        let attempt = async {
-            let mut conn = match self.pooled() {
-                Some(c) => c,
-                None => open().await?,
-            };
-            let mut reply = cmd.query_async::<Value>(&mut conn.conn).await;
-            if matches!(&reply, Err(e) if broken(e)) {
-                conn = open().await?;
-                reply = cmd.query_async::<Value>(&mut conn.conn).await;
-            }
-            let server = conn.server.clone();
-            if !matches!(&reply, Err(e) if broken(e)) {
-                let mut idle = self.idle.lock().expect("pool lock");
-                if idle.len() < IDLE_DEDICATED {
-                    idle.push(conn);
-                }
-            }
-            reply.map(|v| (v, server))
+        let mut conn = match self.pooled() {
+            Some(c) => c,
+            None => open().await.map_err(classify)?,
         };
-        attempt.await.map_err(classify)
+        let mut fresh = false;
+        let reply = loop {
+            if let Some(why) = refuse(conn.server.as_ref()) {
+                self.give_back(conn);
+                return Err(Failure::Transient(why));
+            }
+            let reply = cmd.query_async::<Value>(&mut conn.conn).await;
+            match reply {
+                Err(e) if broken(&e) && !fresh => {
+                    conn = open().await.map_err(classify)?;
+                    fresh = true;
+                }
+                reply => break reply,
+            }
+        };
+        let server = conn.server.clone();
+        if !matches!(&reply, Err(e) if broken(e)) {
+            self.give_back(conn);
+        }
+        reply.map(|v| (v, server)).map_err(classify)
+    }
+
+    /// A dedicated connection back to the pool (closed if it is full).
+    fn give_back(&self, conn: Driven) {
+        let mut idle = self.idle.lock().expect("pool lock");
+        if idle.len() < IDLE_DEDICATED {
+            idle.push(conn);
+        }
     }
 
     /// An idle dedicated connection whose runtime is still up (those of a
