@@ -15,6 +15,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<locker::Locker>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<spawn::Pending>()?;
+    m.add_function(wrap_pyfunction!(spawn::close_gate, m)?)?;
     errors::register(m)?;
     Ok(())
 }

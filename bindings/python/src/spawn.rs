@@ -14,7 +14,23 @@ use crate::runtime;
 use pyo3::prelude::*;
 use redis_lock_client::Error;
 use std::future::Future;
+use std::sync::RwLock;
 use tokio::task::AbortHandle;
+
+/// Open until the interpreter exits. A runtime thread calls back into
+/// Python only while holding it open (read); at exit `close_gate` (an
+/// `atexit` hook) waits, with the GIL released, until no callback is
+/// running and closes it. A runtime thread still in a callback when
+/// finalization began aborted the process ("Fatal Python error:
+/// PyGILState_Release: thread state ... must be current when releasing",
+/// 1 run in 8 of a short asyncio script, helper-25).
+static GATE: RwLock<bool> = RwLock::new(true);
+
+/// Called at interpreter exit (registered in `__init__.py`).
+#[pyfunction]
+pub fn close_gate(py: Python<'_>) {
+    py.detach(|| *GATE.write().unwrap_or_else(|p| p.into_inner()) = false);
+}
 
 /// An operation in flight; `cancel()` drops it (asyncio cancellation).
 #[pyclass(module = "redis_lock_client", frozen)]
@@ -47,6 +63,10 @@ where
     let rt = runtime::runtime()?;
     let task = rt.spawn(async move {
         let outcome = work.await;
+        let open = GATE.read().unwrap_or_else(|p| p.into_inner());
+        if !*open {
+            return; // the interpreter is exiting: nobody awaits this any more
+        }
         Python::attach(|py| {
             let (value, error) = match outcome.map_err(|e| errors::to_py(py, &context, e)) {
                 Ok(v) => match convert(py, v) {
@@ -59,6 +79,7 @@ where
                 e.write_unraisable(py, None);
             }
         });
+        drop(open);
     });
     Ok(Pending {
         abort: task.abort_handle(),

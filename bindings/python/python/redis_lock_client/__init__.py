@@ -13,7 +13,9 @@ algorithm with fencing tokens and auto-renewal)::
 A Locker does not survive ``fork()``: create one in each process.
 """
 
-from ._native import Lock, Locker, LockError, LockLost, NoQuorum, Rejected, Taken
+import atexit
+
+from ._native import Lock, Locker, LockError, LockLost, NoQuorum, Rejected, Taken, close_gate
 from ._aio import AsyncLock, AsyncLocker
 
 __all__ = [
@@ -27,3 +29,7 @@ __all__ = [
     "LockLost",
     "Rejected",
 ]
+
+# Before the interpreter finalizes, let the runtime's callbacks into Python
+# finish and stop new ones (an asyncio program could abort at exit).
+atexit.register(close_gate)

@@ -99,3 +99,7 @@ class Locker:
     def ttl(self) -> float: ...
     @property
     def node_timeout(self) -> float: ...
+
+def close_gate() -> None:
+    """At interpreter exit (registered with atexit): wait until no runtime
+    thread is calling into Python, and stop further callbacks."""
