@@ -104,7 +104,7 @@ pub fn arm(ctx: &Context, armed: Armed) {
         Armed::Loaded => "data loaded",
         Armed::Promoted => "promoted to primary",
     };
-    ctx.log_notice(&guard::describe(why, delay, complete && delay == 0));
+    ctx.log_notice(&guard::describe(why, delay, complete));
 }
 
 /// A config change: if persistence is now incomplete, the AOF stops holding

@@ -83,8 +83,14 @@ pub fn delay_after_load(
 
 /// The log line that says what the guard does and why.
 pub fn describe(why: &str, delay: Millis, complete_persistence: bool) -> String {
-    if complete_persistence {
+    if complete_persistence && delay == 0 {
         format!("lock: {why}; restart guard off: the AOF (appendfsync always, RDB preamble) holds every grant")
+    } else if complete_persistence {
+        format!(
+            "lock: {why}; restart guard on: new locks refused (TRYAGAIN) for {delay} ms, the rest of an \
+             earlier guard kept in redis-lock.guard (an earlier start's, or one forced by a run-time \
+             persistence change); the AOF holds every grant, so later restarts are not guarded"
+        )
     } else if delay == 0 {
         format!(
             "lock: {why}; restart guard OFF (lock.restart-delay-ms 0) without an always-fsync'd AOF: \
@@ -110,6 +116,20 @@ pub fn persistence_is_complete(appendonly: &str, appendfsync: &str, preamble: &s
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_line_names_why_the_guard_is_on() {
+        assert!(describe("AOF loaded", 0, true).contains("guard off"));
+        let carried = describe("AOF loaded", 5000, true);
+        assert!(
+            carried.contains("guard on") && carried.contains("redis-lock.guard"),
+            "{carried}"
+        );
+        assert!(!carried.contains("no AOF"), "{carried}");
+        let plain = describe("data loaded", 5000, false);
+        assert!(plain.contains("no AOF with appendfsync always"), "{plain}");
+        assert!(describe("data loaded", 0, false).contains("OFF"));
+    }
 
     #[test]
     fn guard_counts_down_and_can_be_off() {
