@@ -1,23 +1,25 @@
-//! Clean-up a Locker runs after its caller has moved on (a cancelled or
-//! failed acquisition's RELEASEs, grants that land late, a dropped lock's
-//! unlock), counted so that a process about to exit can wait for it
-//! (`Locker::background_done`): exiting first leaves whatever a request
-//! still travelling takes held for its TTL (an attack run on the CLI,
-//! helper-24).
+//! Clean-up the Lockers of this process run after their callers have moved
+//! on (a cancelled or failed acquisition's RELEASEs, grants that land late,
+//! a dropped lock's unlock), counted so that a process about to exit can
+//! wait for it (`Locker::background_done`): exiting first leaves whatever a
+//! request still travelling takes held for its TTL (an attack run on the
+//! CLI, helper-24). One count per process, not per Locker: what an exit
+//! must wait for is all of it.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use tokio::sync::Notify;
 
-#[derive(Default)]
 pub(crate) struct Background {
     running: AtomicUsize,
     idle: Notify,
 }
 
+/// The process's clean-up.
+pub(crate) static BACKGROUND: Background = Background::new();
+
 /// One piece of clean-up running; counted until dropped.
-pub(crate) struct Running(Arc<Background>);
+pub(crate) struct Running(&'static Background);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -28,10 +30,17 @@ impl Drop for Running {
 }
 
 impl Background {
+    pub(crate) const fn new() -> Background {
+        Background {
+            running: AtomicUsize::new(0),
+            idle: Notify::const_new(),
+        }
+    }
+
     /// Spawn `work` on the current runtime, counted while it runs; outside
     /// a runtime (a value dropped after its runtime) there is nothing to
     /// run it on, and it is dropped.
-    pub(crate) fn spawn<F>(self: &Arc<Self>, work: F)
+    pub(crate) fn spawn<F>(&'static self, work: F)
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -47,9 +56,9 @@ impl Background {
     }
 
     /// Count work started elsewhere until the returned guard is dropped.
-    pub(crate) fn start(self: &Arc<Self>) -> Running {
+    pub(crate) fn start(&'static self) -> Running {
         self.running.fetch_add(1, Ordering::AcqRel);
-        Running(self.clone())
+        Running(self)
     }
 
     /// Resolves once nothing is running.
@@ -68,6 +77,12 @@ impl Background {
     }
 }
 
+/// Resolves once the clean-up every Locker of this process runs in the
+/// background is done (see `Locker::background_done`).
+pub async fn background_done() {
+    BACKGROUND.idle().await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,7 +90,8 @@ mod tests {
 
     #[tokio::test]
     async fn idle_waits_for_every_piece() {
-        let bg = Arc::new(Background::default());
+        static BG: Background = Background::new();
+        let bg = &BG;
         bg.idle().await; // nothing running
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         bg.spawn(async move {

@@ -89,8 +89,7 @@ impl Drop for AutoLock {
             return;
         }
         let (locker, lock) = (self.locker.clone(), self.lock.clone());
-        let background = locker.inner.background.clone();
-        background.spawn(async move {
+        crate::background::BACKGROUND.spawn(async move {
             let _ = locker.unlock(&lock).await;
         });
     }

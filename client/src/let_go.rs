@@ -3,6 +3,7 @@
 //! RELEASE may still be on its way, and WAITs that reach a server after the
 //! RELEASE that should have withdrawn them.
 
+use crate::background::BACKGROUND;
 use crate::error::Error;
 use crate::lock::{Lock, Shared};
 use crate::locker::{Locker, Request};
@@ -55,8 +56,7 @@ impl Drop for Caller {
         }
         self.result.close();
         if let (Ok(Ok(lock)), Some(locker)) = (self.result.try_recv(), self.locker.take()) {
-            let background = locker.inner.background.clone();
-            background.spawn(async move { locker.unlock(&lock).await });
+            BACKGROUND.spawn(async move { locker.unlock(&lock).await });
         }
     }
 }
@@ -110,8 +110,7 @@ pub(crate) fn withdraw_late(
         return; // nothing out: no task
     }
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
-    let background = locker.inner.background.clone();
-    background.spawn(async move {
+    BACKGROUND.spawn(async move {
         let mut releases = returns;
         let mut interval = locker.inner.config.node_timeout;
         let mut next = Instant::now() + interval;

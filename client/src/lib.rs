@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod background;
+pub use background::background_done;
 mod config;
 pub mod duration;
 mod endpoint;

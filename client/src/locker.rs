@@ -2,7 +2,7 @@
 //! operation is one helper, [`Locker::round`], fanning a command out to all
 //! nodes in parallel and tallying the answers.
 
-use crate::background::Background;
+use crate::background::BACKGROUND;
 use crate::config::Config;
 use crate::error::{Error, NodeFailure};
 use crate::let_go::release_timed_out;
@@ -29,8 +29,6 @@ pub(crate) struct Inner {
     pub(crate) stragglers: Stragglers,
     /// Which server tags name one server (restarts, `server_ids.rs`).
     pub(crate) same: Arc<SameServers>,
-    /// Clean-up running after its caller moved on (`background.rs`).
-    pub(crate) background: Arc<Background>,
 }
 
 /// Quorum lock client. Cheap to clone; clones share connections.
@@ -79,7 +77,6 @@ pub(crate) fn settle_late(
         return;
     }
     let (name, owner, unique) = (req.name.to_string(), req.owner.to_string(), req.unique);
-    let background = locker.inner.background.clone();
     let settle = async move {
         while let Some((i, reply)) = late.next().await {
             let granted = matches!(acquire_answer(untag(reply).0), Answer::Yes(_));
@@ -89,8 +86,8 @@ pub(crate) fn settle_late(
         }
     };
     match until {
-        Some(at) => background.spawn(tokio::time::timeout_at(at, settle)),
-        None => background.spawn(settle),
+        Some(at) => BACKGROUND.spawn(tokio::time::timeout_at(at, settle)),
+        None => BACKGROUND.spawn(settle),
     }
 }
 
@@ -129,8 +126,7 @@ impl Drop for Abandoned<'_> {
             return;
         };
         let (name, owner) = (self.name.to_string(), self.owner.to_string());
-        let background = locker.inner.background.clone();
-        background.spawn(async move { locker.release_everywhere(&name, &owner, true).await });
+        BACKGROUND.spawn(async move { locker.release_everywhere(&name, &owner, true).await });
     }
 }
 
@@ -184,7 +180,6 @@ impl Locker {
                 config,
                 stragglers: Stragglers::default(),
                 same,
-                background: Arc::default(),
             }),
         }
     }
@@ -500,15 +495,15 @@ impl Locker {
         round.finish().await
     }
 
-    /// Resolves once the clean-up this Locker runs in the background is
-    /// done: a cancelled or failed acquisition's RELEASEs and the grants of
-    /// its requests that land late (given back on arrival), the unlock of a
-    /// dropped `AutoLock`. A process about to exit should await it, with a
+    /// Resolves once the clean-up the Lockers of this process run in the
+    /// background is done: a cancelled or failed acquisition's RELEASEs and
+    /// the grants of its requests that land late (given back on arrival),
+    /// the unlock of a dropped `AutoLock`. A process about to exit should await it, with a
     /// timeout of its choosing: exiting first can leave what a request
     /// still travelling takes held for its TTL. Usually immediate; it waits
     /// as long as a slow or stalled server keeps a request unanswered.
     pub async fn background_done(&self) {
-        self.inner.background.idle().await;
+        crate::background::background_done().await;
     }
 
     /// One attempt: no retries, no waiting.

@@ -125,7 +125,7 @@ impl Locker {
         let (name, owner) = (req.name.to_string(), req.owner.to_string());
         let (ttl, reentrant, unique) = (req.ttl, req.reentrant, req.unique);
         // Counted: once the caller has gone, the task is its clean-up.
-        let running = self.inner.background.start();
+        let running = crate::background::BACKGROUND.start();
         let task = tokio::spawn(async move {
             let _running = running;
             let req = Request {

@@ -35,6 +35,13 @@ pub fn runtime() -> PyResult<&'static Runtime> {
     Ok(rt)
 }
 
+/// This process's runtime, if one was made (none: nothing ever ran).
+pub fn existing() -> Option<&'static Runtime> {
+    let slot = RUNTIME.lock().unwrap_or_else(|p| p.into_inner());
+    slot.filter(|(owner, _)| *owner == std::process::id())
+        .map(|(_, rt)| rt)
+}
+
 /// Run `fut` on the runtime and wait for it with the GIL released, waking
 /// every `SIGNAL_POLL` so that Ctrl-C (KeyboardInterrupt) stops the wait.
 /// An interrupted call drops the operation: a lock it was acquiring may

@@ -26,10 +26,25 @@ use tokio::task::AbortHandle;
 /// 1 run in 8 of a short asyncio script, helper-25).
 static GATE: RwLock<bool> = RwLock::new(true);
 
-/// Called at interpreter exit (registered in `__init__.py`).
+/// How long interpreter exit waits for the background clean-up.
+const CLEAN_UP_FOR: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Called at interpreter exit (registered in `__init__.py`): first let the
+/// clean-up of given-up acquisitions finish (a wait cancelled just before
+/// exit still has requests on their way; what they take is given back as
+/// they land, if the process is still there: `background_done`), bounded;
+/// then close the gate. The GIL is released throughout.
 #[pyfunction]
 pub fn close_gate(py: Python<'_>) {
-    py.detach(|| *GATE.write().unwrap_or_else(|p| p.into_inner()) = false);
+    py.detach(|| {
+        if let Some(rt) = runtime::existing() {
+            rt.block_on(async {
+                let _ =
+                    tokio::time::timeout(CLEAN_UP_FOR, redis_lock_client::background_done()).await;
+            });
+        }
+        *GATE.write().unwrap_or_else(|p| p.into_inner()) = false
+    });
 }
 
 /// An operation in flight; `cancel()` drops it (asyncio cancellation).

@@ -170,3 +170,36 @@ def test_asyncio_programs_exit_cleanly(servers):
         for run in runs:
             _, err = run.communicate(timeout=60)
             assert run.returncode == 0, f"round {round_}: exit {run.returncode}: {err.decode()[:300]}"
+
+
+def test_exit_right_after_a_cancelled_wait_is_prompt_and_leaves_nothing(servers):
+    # At exit the package waits (at most 2 s) for the clean-up of given-up
+    # acquisitions before it stops its callbacks: no hang, nothing held.
+    import subprocess
+    import sys
+    import time
+
+    import redis
+
+    urls = servers(3)
+    holders = [redis.Redis.from_url(u) for u in urls]
+    for r in holders:
+        assert r.execute_command("LOCK.ACQUIRE", "busy", "holder", 600)
+    program = (
+        "import asyncio, sys\n"
+        "from redis_lock_client import AsyncLocker\n"
+        "async def main():\n"
+        "    locker = AsyncLocker(sys.argv[1].split(','))\n"
+        "    try:\n"
+        "        await asyncio.wait_for(locker.lock('busy', wait=30.0), 0.2)\n"
+        "    except asyncio.TimeoutError:\n"
+        "        pass\n"
+        "asyncio.run(main())\n"
+    )
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-c", program, ",".join(urls)], capture_output=True, timeout=30)
+    assert run.returncode == 0, run.stderr.decode()[:300]
+    assert time.monotonic() - started < 5
+    time.sleep(1.0)  # the holder's 600 ms TTL has run out
+    for r in holders:
+        assert r.execute_command("LOCK.STATUS", "busy") is None, "left held by the exited waiter"
