@@ -16,6 +16,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::Lock>()?;
     m.add_class::<spawn::Pending>()?;
     m.add_function(wrap_pyfunction!(spawn::close_gate, m)?)?;
+    m.add_function(wrap_pyfunction!(spawn::gate_after_fork, m)?)?;
     errors::register(m)?;
     Ok(())
 }

@@ -14,20 +14,49 @@ use crate::runtime;
 use pyo3::prelude::*;
 use redis_lock_client::Error;
 use std::future::Future;
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 use tokio::task::AbortHandle;
 
-/// Open until the interpreter exits. A runtime thread calls back into
-/// Python only while holding it open (read); at exit `close_gate` (an
-/// `atexit` hook) waits, with the GIL released, until no callback is
-/// running and closes it. A runtime thread still in a callback when
-/// finalization began aborted the process ("Fatal Python error:
-/// PyGILState_Release: thread state ... must be current when releasing",
-/// 1 run in 8 of a short asyncio script, helper-25).
-static GATE: RwLock<bool> = RwLock::new(true);
+/// Runtime threads' callbacks into Python running now, and whether they
+/// are still allowed. At exit `close_gate` (an `atexit` hook) closes the
+/// gate and waits, with the GIL released, until none is running. A runtime
+/// thread still in a callback when finalization began aborted the process
+/// ("Fatal Python error: PyGILState_Release: thread state ... must be
+/// current when releasing", 1 run in 8 of a short asyncio script,
+/// helper-25). Counters, not a lock: a forked child inherits the count of
+/// parent threads it does not have, and a lock held by one would never be
+/// released (its exit hung, helper-26); `gate_after_fork` resets them in
+/// the child, and the wait is bounded anyway.
+static INSIDE: AtomicUsize = AtomicUsize::new(0);
+static CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Enter the gate (false: closed, do not call into Python).
+fn enter() -> bool {
+    INSIDE.fetch_add(1, Ordering::SeqCst);
+    if CLOSED.load(Ordering::SeqCst) {
+        INSIDE.fetch_sub(1, Ordering::SeqCst);
+        return false;
+    }
+    true
+}
+
+fn leave() {
+    INSIDE.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// In a forked child (`os.register_at_fork`): none of the parent's runtime
+/// threads exist here.
+#[pyfunction]
+pub fn gate_after_fork() {
+    INSIDE.store(0, Ordering::SeqCst);
+    CLOSED.store(false, Ordering::SeqCst);
+}
 
 /// How long interpreter exit waits for the background clean-up.
-const CLEAN_UP_FOR: std::time::Duration = std::time::Duration::from_secs(2);
+const CLEAN_UP_FOR: Duration = Duration::from_secs(2);
+/// How long it waits for callbacks in progress (each is short).
+const CALLBACKS_FOR: Duration = Duration::from_secs(2);
 
 /// Called at interpreter exit (registered in `__init__.py`): first let the
 /// clean-up of given-up acquisitions finish (a wait cancelled just before
@@ -43,7 +72,11 @@ pub fn close_gate(py: Python<'_>) {
                     tokio::time::timeout(CLEAN_UP_FOR, redis_lock_client::background_done()).await;
             });
         }
-        *GATE.write().unwrap_or_else(|p| p.into_inner()) = false
+        CLOSED.store(true, Ordering::SeqCst);
+        let until = Instant::now() + CALLBACKS_FOR;
+        while INSIDE.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     });
 }
 
@@ -78,8 +111,7 @@ where
     let rt = runtime::runtime()?;
     let task = rt.spawn(async move {
         let outcome = work.await;
-        let open = GATE.read().unwrap_or_else(|p| p.into_inner());
-        if !*open {
+        if !enter() {
             return; // the interpreter is exiting: nobody awaits this any more
         }
         Python::attach(|py| {
@@ -94,7 +126,7 @@ where
                 e.write_unraisable(py, None);
             }
         });
-        drop(open);
+        leave();
     });
     Ok(Pending {
         abort: task.abort_handle(),

@@ -86,3 +86,42 @@ def _no_leftover_children():
     yield
     for p in multiprocessing.active_children():
         p.kill()
+
+
+def test_a_child_forked_during_a_callback_exits(servers):
+    # helper-26: a child forked while a runtime thread was in (or waiting to
+    # enter) its callback into Python inherited that thread's hold on the
+    # exit gate, and hung at exit waiting for a thread it does not have.
+    import subprocess
+    import sys
+
+    url = servers(1)[0]
+    program = r"""
+import os, sys, time
+from redis_lock_client import Locker
+locker = Locker([sys.argv[1]], ttl=5.0)
+sys.setswitchinterval(2.0)  # keep the GIL: the callback waits for it
+hung = 0
+for i in range(5):
+    locker._lock_async(lambda result, error: None, f"fork{i}", 0.0,
+                       ttl=None, auto_renew=False, reentrant=False, owner=None)
+    until = time.time() + 0.2
+    while time.time() < until:
+        pass
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)  # a normal exit: atexit hooks run
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            break
+        time.sleep(0.01)
+    else:
+        hung += 1
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+print(hung)
+"""
+    run = subprocess.run([sys.executable, "-c", program, url], capture_output=True, timeout=60)
+    assert run.returncode == 0, run.stderr.decode()[:300]
+    assert run.stdout.decode().strip() == "0", "children hung at exit"

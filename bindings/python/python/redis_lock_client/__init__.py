@@ -14,8 +14,9 @@ A Locker does not survive ``fork()``: create one in each process.
 """
 
 import atexit
+import os
 
-from ._native import Lock, Locker, LockError, LockLost, NoQuorum, Rejected, Taken, close_gate
+from ._native import Lock, Locker, LockError, LockLost, NoQuorum, Rejected, Taken, close_gate, gate_after_fork
 from ._aio import AsyncLock, AsyncLocker
 
 __all__ = [
@@ -33,3 +34,5 @@ __all__ = [
 # Before the interpreter finalizes, let the runtime's callbacks into Python
 # finish and stop new ones (an asyncio program could abort at exit).
 atexit.register(close_gate)
+# A forked child has none of the parent's runtime threads (nor their count).
+os.register_at_fork(after_in_child=gate_after_fork)

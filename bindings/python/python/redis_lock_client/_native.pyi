@@ -103,3 +103,7 @@ class Locker:
 def close_gate() -> None:
     """At interpreter exit (registered with atexit): wait until no runtime
     thread is calling into Python, and stop further callbacks."""
+
+def gate_after_fork() -> None:
+    """In a forked child (registered with os.register_at_fork): forget the
+    parent's callbacks in progress."""

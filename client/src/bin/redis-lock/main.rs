@@ -124,6 +124,16 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
         guard.token(),
         guard.owner()
     );
+    // A signal that came with the grant, before the command exists: the
+    // caller gave up while waiting, as far as it can tell.
+    if let Ok(sig) = signals.try_recv() {
+        let _ = guard.unlock().await;
+        say!(
+            "redis-lock: got signal {} while waiting for {name:?}; gave up",
+            sig.signal
+        );
+        return ExitCode::from(128u8.wrapping_add(sig.signal as u8));
+    }
     let env = [
         ("REDIS_LOCK_NAME", name.to_string()),
         ("REDIS_LOCK_TOKEN", guard.token().to_string()),
@@ -138,15 +148,16 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
         }
     };
     let pid = child.id().expect("a just-spawned child has a pid");
+    let started = Instant::now();
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
             _ = guard.lost() => {
                 say!("redis-lock: lock {name:?} lost; stopping the command");
-                return stop_after_loss(&mut child, pid, run.grace, guard, &mut signals).await;
+                return stop_after_loss(&mut child, pid, started, run.grace, guard, &mut signals).await;
             }
             Some(sig) = signals.recv() => {
-                signals::pass_on(sig, pid);
+                signals::pass_on(sig, pid, started);
             }
         }
     };
@@ -167,6 +178,7 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
 async fn stop_after_loss(
     child: &mut Child,
     pid: u32,
+    started: Instant,
     grace: Duration,
     guard: AutoLock,
     signals: &mut UnboundedReceiver<signals::Delivered>,
@@ -179,7 +191,7 @@ async fn stop_after_loss(
             tokio::select! {
                 _ = child.wait() => return,
                 Some(sig) = signals.recv() => {
-                    signals::pass_on(sig, pid);
+                    signals::pass_on(sig, pid, started);
                 }
             }
         }

@@ -6,12 +6,17 @@
 //! command still in it already got it: forwarding it would deliver it
 //! twice. A command that left the group (`setsid`, `setpgid`) did not get
 //! it, so it is forwarded then. A signal a process sent to the CLI alone
-//! (`kill PID`, a supervisor) is forwarded once.
+//! (`kill PID`, a supervisor) is forwarded once. A signal received before
+//! the command had started (while it was being spawned) is forwarded
+//! whatever its origin: the group it went to may not have had the command
+//! in it yet (a terminal's Ctrl-C just as the lock was granted was lost in
+//! 15 tries of 100, helper-26).
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
+use std::time::Instant;
 use tokio::sync::mpsc;
 
 /// The signals `run` handles (everything else keeps its default action).
@@ -23,12 +28,15 @@ pub struct Delivered {
     pub signal: i32,
     /// Sent by the kernel (the terminal), not by a process.
     pub from_kernel: bool,
+    /// When the CLI received it.
+    pub at: Instant,
 }
 
 impl Delivered {
-    /// Whether the command needs it from us (see the module comment).
-    pub fn forward(&self, command_in_our_group: bool) -> bool {
-        !self.from_kernel || !command_in_our_group
+    /// Whether the command needs it from us (see the module comment); the
+    /// command's spawn returned at `started`.
+    pub fn forward(&self, command_in_our_group: bool, started: Instant) -> bool {
+        !self.from_kernel || !command_in_our_group || self.at <= started
     }
 }
 
@@ -64,6 +72,7 @@ pub fn catch() -> std::io::Result<mpsc::UnboundedReceiver<Delivered>> {
             let delivered = Delivered {
                 signal: origin.signal,
                 from_kernel,
+                at: Instant::now(),
             };
             if tx.send(delivered).is_err() {
                 break;
@@ -73,9 +82,10 @@ pub fn catch() -> std::io::Result<mpsc::UnboundedReceiver<Delivered>> {
     Ok(rx)
 }
 
-/// Give the command `sig` if it needs it from us (see the module comment).
-pub fn pass_on(sig: Delivered, pid: u32) {
-    if sig.forward(in_our_group(pid)) {
+/// Give the command `sig` if it needs it from us (see the module comment);
+/// its spawn returned at `started`.
+pub fn pass_on(sig: Delivered, pid: u32, started: Instant) {
+    if sig.forward(in_our_group(pid), started) {
         send(pid, sig.signal);
     }
 }
@@ -92,16 +102,36 @@ mod tests {
 
     #[test]
     fn terminal_signals_are_not_forwarded_twice() {
+        let started = Instant::now();
+        let later = started + std::time::Duration::from_millis(1);
         for signal in HANDLED {
             let from = |from_kernel| Delivered {
                 signal,
                 from_kernel,
+                at: later,
             };
-            assert!(!from(true).forward(true), "the group got it");
-            assert!(from(true).forward(false), "the command left the group");
-            assert!(from(false).forward(true));
-            assert!(from(false).forward(false));
+            assert!(!from(true).forward(true, started), "the group got it");
+            assert!(
+                from(true).forward(false, started),
+                "the command left the group"
+            );
+            assert!(from(false).forward(true, started));
+            assert!(from(false).forward(false, started));
         }
+    }
+
+    #[test]
+    fn a_signal_from_before_the_command_started_is_forwarded() {
+        // A terminal's Ctrl-C while the command was being spawned went to a
+        // group it may not have been in yet.
+        let received = Instant::now();
+        let started = received + std::time::Duration::from_millis(1);
+        let ctrl_c = Delivered {
+            signal: SIGINT,
+            from_kernel: true,
+            at: received,
+        };
+        assert!(ctrl_c.forward(true, started));
     }
 
     #[test]
