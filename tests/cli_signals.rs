@@ -338,3 +338,50 @@ fn a_signal_while_waiting_gives_back_what_arrives_later() {
         assert_eq!(status(&mut n.conn(), "job"), None, "left held");
     }
 }
+
+#[test]
+fn ctrl_c_as_the_lock_is_granted_is_never_lost() {
+    // helper-26: Ctrl-C typed 0-1.5 ms after the holder let go reached
+    // neither the wait (exit 130) nor the command (it ran to its end, exit
+    // 0) in 15 tries of 100: it came before the command existed, or the
+    // CLI's own handler took it in the command between fork and exec.
+    let server = Server::start();
+    let dir = scratch("grant-race");
+    let mut swallowed = Vec::new();
+    for i in 0..100 {
+        let key = format!("race{i}");
+        assert!(
+            int(
+                &mut server.conn(),
+                &format!("LOCK.ACQUIRE {key} other 30000")
+            ) > 0
+        );
+        let got = dir.join(format!("got{i}"));
+        let script = format!(
+            "trap 'echo INT >> {}; exit 9' INT; sleep 0.3; exit 0",
+            got.display()
+        );
+        let mut cmd = Command::new(workspace_binary("redis-lock"));
+        cmd.env("REDIS_LOCK_SERVERS", server.url())
+            .args(["run", "--wait", "10s", &key, "--", "sh", "-c", &script])
+            .stderr(Stdio::null());
+        let (mut cli, master) = on_a_terminal(cmd);
+        assert!(eventually(Duration::from_secs(5), || {
+            status(&mut server.conn(), &key).is_some_and(|s| s.4 == 1)
+        }));
+        assert_eq!(
+            int(&mut server.conn(), &format!("LOCK.RELEASE {key} other")),
+            1
+        );
+        std::thread::sleep(Duration::from_micros(100 * (i % 15)));
+        ctrl_c(master);
+        let code = cli.wait().unwrap().code();
+        // SAFETY: closing the fd we opened.
+        unsafe { libc::close(master) };
+        if code == Some(0) && !got.exists() {
+            swallowed.push(i);
+        }
+    }
+    assert!(swallowed.is_empty(), "Ctrl-C lost in tries {swallowed:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -20,11 +20,15 @@ pub fn spawn(argv: &[String], env: &[(&str, String)]) -> io::Result<Child> {
         cmd.env(k, v);
     }
     #[cfg(target_os = "linux")]
-    {
-        // SAFETY: get/prctl are async-signal-safe, as pre_exec requires.
-        let parent = unsafe { libc::getpid() };
-        unsafe {
-            cmd.pre_exec(move || {
+    // SAFETY: getpid is async-signal-safe.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and calls only
+    // async-signal-safe functions (sigaction, sigprocmask, prctl, getppid).
+    unsafe {
+        cmd.pre_exec(move || {
+            crate::signals::reset_in_child();
+            #[cfg(target_os = "linux")]
+            {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
                     return Err(io::Error::last_os_error());
                 }
@@ -33,9 +37,9 @@ pub fn spawn(argv: &[String], env: &[(&str, String)]) -> io::Result<Child> {
                 if libc::getppid() != parent {
                     return Err(io::Error::from_raw_os_error(libc::ESRCH));
                 }
-                Ok(())
-            });
-        }
+            }
+            Ok(())
+        });
     }
     cmd.spawn()
 }

@@ -59,14 +59,36 @@ fn ignored(signal: i32) -> bool {
     }
 }
 
+/// Block or unblock [`HANDLED`] for the calling thread.
+fn mask(how: libc::c_int) {
+    // SAFETY: pthread_sigmask on the calling thread with a set built here
+    // (sigemptyset/sigaddset only write it).
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in HANDLED {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(how, &set, std::ptr::null_mut());
+    }
+}
+
 /// Catch [`HANDLED`] from now on, except the signals our caller chose to
 /// ignore: those stay ignored, for us and (inherited through exec) for the
 /// command; deliveries arrive on the returned channel.
+///
+/// Only the thread that reads them takes them: the calling thread (which
+/// forks the command) and every thread started from it later block them.
+/// So the CLI's handler never runs in the command between fork and exec,
+/// where it swallowed a Ctrl-C meant for the command (`reset_in_child`),
+/// and a delivery is stamped the moment it happens.
 pub fn catch() -> std::io::Result<mpsc::UnboundedReceiver<Delivered>> {
     let caught: Vec<i32> = HANDLED.into_iter().filter(|&s| !ignored(s)).collect();
     let mut signals = SignalsInfo::<WithOrigin>::new(caught)?;
     let (tx, rx) = mpsc::unbounded_channel();
+    mask(libc::SIG_BLOCK);
     std::thread::spawn(move || {
+        mask(libc::SIG_UNBLOCK);
         for origin in signals.forever() {
             let from_kernel = matches!(origin.cause, Cause::Kernel);
             let delivered = Delivered {
@@ -80,6 +102,30 @@ pub fn catch() -> std::io::Result<mpsc::UnboundedReceiver<Delivered>> {
         }
     });
     Ok(rx)
+}
+
+/// In the forked command, before exec (async-signal-safe calls only): the
+/// CLI's handlers back to the default action (ignored signals stay
+/// ignored), then unblock what `catch` blocked (a mask survives exec). A
+/// signal already pending then acts on the command as on any process.
+pub fn reset_in_child() {
+    // SAFETY: sigaction and sigprocmask are async-signal-safe; the structs
+    // are zeroed locals.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in HANDLED {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(s, std::ptr::null(), &mut current);
+            if current.sa_sigaction != libc::SIG_IGN {
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(s, &default, std::ptr::null_mut());
+            }
+            libc::sigaddset(&mut set, s);
+        }
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 /// Give the command `sig` if it needs it from us (see the module comment);
