@@ -32,6 +32,13 @@ def _pings(port: int) -> bool:
         return False
 
 
+def inline(port: int, command: str) -> bytes:
+    """One inline command (no spaces inside arguments); the raw first reply line."""
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        s.sendall(command.encode() + b"\r\n")
+        return s.recv(4096).split(b"\r\n", 1)[0]
+
+
 class Server:
     def __init__(self, extra_args=()):
         if not os.path.exists(MODULE):

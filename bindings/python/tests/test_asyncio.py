@@ -124,7 +124,9 @@ def test_an_async_block_that_outlived_its_validity_raises_lock_lost(servers):
 
     async def main():
         locker = AsyncLocker(urls, ttl=0.5)
-        with pytest.raises(LockLost, match="validity"):
+        # "ran out of validity" (the release still found it), or, on a slow
+        # machine, "expired" (the servers' TTL passed too): lost either way.
+        with pytest.raises(LockLost, match="validity|expired"):
             async with locker.lock("late", wait=0, auto_renew=False) as lock:
                 await asyncio.sleep(lock.validity + 0.002)
                 assert lock.lost
@@ -179,12 +181,12 @@ def test_exit_right_after_a_cancelled_wait_is_prompt_and_leaves_nothing(servers)
     import sys
     import time
 
-    import redis
+    from conftest import inline
 
     urls = servers(3)
-    holders = [redis.Redis.from_url(u) for u in urls]
-    for r in holders:
-        assert r.execute_command("LOCK.ACQUIRE", "busy", "holder", 600)
+    ports = [s.port for s in servers.started]
+    for port in ports:
+        assert inline(port, "LOCK.ACQUIRE busy holder 600").startswith(b":")
     program = (
         "import asyncio, sys\n"
         "from redis_lock_client import AsyncLocker\n"
@@ -201,5 +203,5 @@ def test_exit_right_after_a_cancelled_wait_is_prompt_and_leaves_nothing(servers)
     assert run.returncode == 0, run.stderr.decode()[:300]
     assert time.monotonic() - started < 5
     time.sleep(1.0)  # the holder's 600 ms TTL has run out
-    for r in holders:
-        assert r.execute_command("LOCK.STATUS", "busy") is None, "left held by the exited waiter"
+    for port in ports:
+        assert inline(port, "LOCK.STATUS busy") in (b"$-1", b"*-1", b"_"), "left held by the exited waiter"
