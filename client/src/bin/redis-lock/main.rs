@@ -106,8 +106,7 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
             if let Some(owner) = &run.owner {
                 let _ = locker.force_release(name, owner).await;
             }
-            say!("redis-lock: got signal {} while waiting for {name:?}; gave up", sig.signal);
-            return ExitCode::from(128u8.wrapping_add(sig.signal as u8));
+            return gave_up(name, sig);
         }
     };
     let mut guard = match acquired {
@@ -128,11 +127,7 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
     // caller gave up while waiting, as far as it can tell.
     if let Ok(sig) = signals.try_recv() {
         let _ = guard.unlock().await;
-        say!(
-            "redis-lock: got signal {} while waiting for {name:?}; gave up",
-            sig.signal
-        );
-        return ExitCode::from(128u8.wrapping_add(sig.signal as u8));
+        return gave_up(name, sig);
     }
     let env = [
         ("REDIS_LOCK_NAME", name.to_string()),
@@ -173,6 +168,15 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
             ExitCode::from(exit::NOT_EXECUTABLE)
         }
     }
+}
+
+/// A signal while waiting for `name`: say so, exit 128+N.
+fn gave_up(name: &str, sig: signals::Delivered) -> ExitCode {
+    say!(
+        "redis-lock: got signal {} while waiting for {name:?}; gave up",
+        sig.signal
+    );
+    ExitCode::from(128u8.wrapping_add(sig.signal as u8))
 }
 
 async fn stop_after_loss(
