@@ -5,14 +5,28 @@
 //! request still travelling takes held for its TTL (an attack run on the
 //! CLI, helper-24). One count per process, not per Locker: what an exit
 //! must wait for is all of it.
+//!
+//! The count carries the pid it belongs to: a forked child inherits the
+//! parent's count of tasks it does not have, and its exit waited for them
+//! until the caller's timeout (helper-27); in the child that count is 0.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::Notify;
 
 pub(crate) struct Background {
-    running: AtomicUsize,
+    /// pid << 32 | pieces running in that process.
+    running: AtomicU64,
     idle: Notify,
+}
+
+/// (pid, pieces) of a `running` value.
+fn split(v: u64) -> (u32, u64) {
+    ((v >> 32) as u32, v & 0xffff_ffff)
+}
+
+fn join(pid: u32, n: u64) -> u64 {
+    (u64::from(pid) << 32) | n
 }
 
 /// The process's clean-up.
@@ -23,7 +37,16 @@ pub(crate) struct Running(&'static Background);
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let me = std::process::id();
+        let update = |v| match split(v) {
+            (pid, n) if pid == me && n > 0 => Some(join(me, n - 1)),
+            _ => None, // counted in another process: not ours to take back
+        };
+        let before = self
+            .0
+            .running
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, update);
+        if before.is_ok_and(|v| split(v).1 == 1) {
             self.0.idle.notify_waiters();
         }
     }
@@ -32,7 +55,7 @@ impl Drop for Running {
 impl Background {
     pub(crate) const fn new() -> Background {
         Background {
-            running: AtomicUsize::new(0),
+            running: AtomicU64::new(0),
             idle: Notify::const_new(),
         }
     }
@@ -57,8 +80,23 @@ impl Background {
 
     /// Count work started elsewhere until the returned guard is dropped.
     pub(crate) fn start(&'static self) -> Running {
-        self.running.fetch_add(1, Ordering::AcqRel);
+        let me = std::process::id();
+        let add = |v| match split(v) {
+            (pid, n) if pid == me => Some(join(me, n + 1)),
+            _ => Some(join(me, 1)), // a forked child: the parent's are not here
+        };
+        let _ = self
+            .running
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, add);
         Running(self)
+    }
+
+    /// Pieces running in this process.
+    fn count(&self) -> u64 {
+        match split(self.running.load(Ordering::Acquire)) {
+            (pid, n) if pid == std::process::id() => n,
+            _ => 0,
+        }
     }
 
     /// Resolves once nothing is running.
@@ -69,7 +107,7 @@ impl Background {
             // Registered before the count is read: a last piece ending in
             // between still wakes us.
             notified.as_mut().enable();
-            if self.running.load(Ordering::Acquire) == 0 {
+            if self.count() == 0 {
                 return;
             }
             notified.await;
@@ -104,5 +142,20 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), bg.idle())
             .await
             .expect("idle once both ended");
+    }
+
+    #[tokio::test]
+    async fn a_count_of_another_process_is_not_waited_for() {
+        // What a forked child sees: the parent's pieces, under its pid.
+        static BG: Background = Background::new();
+        let parent = std::process::id().wrapping_add(1);
+        BG.running.store(join(parent, 3), Ordering::Release);
+        tokio::time::timeout(Duration::from_millis(100), BG.idle())
+            .await
+            .expect("none of them runs here");
+        let mine = BG.start();
+        assert_eq!(BG.count(), 1, "counted afresh for this process");
+        drop(mine);
+        assert_eq!(BG.count(), 0);
     }
 }

@@ -3,7 +3,7 @@
 //! RELEASE may still be on its way, and WAITs that reach a server after the
 //! RELEASE that should have withdrawn them.
 
-use crate::background::BACKGROUND;
+use crate::background::{Running, BACKGROUND};
 use crate::error::Error;
 use crate::lock::{Lock, Shared};
 use crate::locker::{Locker, Request};
@@ -42,8 +42,12 @@ pub(crate) fn mark_unsure(unsure: &mut [bool], released: &Tally) {
 /// instead), then lets go of a lock already handed over but not yet read:
 /// dropped unread inside the channel, it would stay held for its TTL.
 pub(crate) struct Caller {
-    /// Dropping it tells the task the caller is gone.
-    pub(crate) keep: Option<oneshot::Sender<()>>,
+    /// Dropping it tells the task the caller is gone; a caller that gave
+    /// up sends the task a count of background work to hold while it cleans
+    /// up (`background.rs`): a wait whose caller is still there is not
+    /// clean-up, and an exit must not wait for it (helper-27: a daemon
+    /// thread's wait held every exit 2 s).
+    pub(crate) keep: Option<oneshot::Sender<Running>>,
     pub(crate) result: oneshot::Receiver<Result<Lock, Error>>,
     /// For an owner made for this call only (see `Request::unique`).
     pub(crate) locker: Option<Locker>,
@@ -51,9 +55,10 @@ pub(crate) struct Caller {
 
 impl Drop for Caller {
     fn drop(&mut self) {
-        if self.keep.take().is_none() {
+        let Some(keep) = self.keep.take() else {
             return; // the answer was taken
-        }
+        };
+        let _ = keep.send(BACKGROUND.start());
         self.result.close();
         if let (Ok(Ok(lock)), Some(locker)) = (self.result.try_recv(), self.locker.take()) {
             BACKGROUND.spawn(async move { locker.unlock(&lock).await });
@@ -64,13 +69,24 @@ impl Drop for Caller {
 /// The caller's side of a queued acquisition: its future was dropped once
 /// the channel closes (nothing is ever sent on it).
 pub(crate) struct Cancel {
-    rx: oneshot::Receiver<()>,
+    rx: oneshot::Receiver<Running>,
     pub(crate) fired: bool,
+    /// Held from the caller's leaving to the end of the task.
+    counted: Option<Running>,
 }
 
 impl Cancel {
-    pub(crate) fn new(rx: oneshot::Receiver<()>) -> Cancel {
-        Cancel { rx, fired: false }
+    pub(crate) fn new(rx: oneshot::Receiver<Running>) -> Cancel {
+        Cancel {
+            rx,
+            fired: false,
+            counted: None,
+        }
+    }
+
+    /// The count the caller sent on leaving, if it left.
+    pub(crate) fn take_count(&mut self) -> Option<Running> {
+        self.counted.take().or_else(|| self.rx.try_recv().ok())
     }
 
     /// Resolves when the caller has gone; never, once it has been seen.
@@ -78,7 +94,7 @@ impl Cancel {
         if self.fired {
             return std::future::pending().await;
         }
-        let _ = (&mut self.rx).await;
+        self.counted = (&mut self.rx).await.ok();
         self.fired = true;
     }
 }

@@ -119,15 +119,12 @@ impl Locker {
         req: &Request<'_>,
         deadline: Instant,
     ) -> Result<Lock, Error> {
-        let (keep, cancel) = oneshot::channel::<()>();
+        let (keep, cancel) = oneshot::channel();
         let (done, result) = oneshot::channel();
         let locker = self.clone();
         let (name, owner) = (req.name.to_string(), req.owner.to_string());
         let (ttl, reentrant, unique) = (req.ttl, req.reentrant, req.unique);
-        // Counted: once the caller has gone, the task is its clean-up.
-        let running = crate::background::BACKGROUND.start();
         let task = tokio::spawn(async move {
-            let _running = running;
             let req = Request {
                 name: &name,
                 owner: &owner,
@@ -135,11 +132,12 @@ impl Locker {
                 reentrant,
                 unique,
             };
-            let got = locker
-                .queue_until(&req, deadline, Cancel::new(cancel))
-                .await;
+            let mut cancel = Cancel::new(cancel);
+            let got = locker.queue_until(&req, deadline, &mut cancel).await;
             if let Err(Ok(lock)) = done.send(got) {
-                // The caller left just as the lock was won: let it go.
+                // The caller left just as the lock was won: let it go
+                // (counted: the caller's leaving sent the count first).
+                let _counted = cancel.take_count();
                 if unique {
                     let _ = locker.unlock(&lock).await;
                 }
@@ -169,7 +167,7 @@ impl Locker {
         &self,
         req: &Request<'_>,
         deadline: Instant,
-        mut cancel: Cancel,
+        cancel: &mut Cancel,
     ) -> Result<Lock, Error> {
         // The same ticket on every server gives every queue the same order;
         // kept across attempts, so a retry keeps its place.
@@ -195,7 +193,7 @@ impl Locker {
                 _ => req.next_pass(&mut fresh),
             };
             match self
-                .queue_once(&req, ticket, called, deadline, &mut unsure, &mut cancel)
+                .queue_once(&req, ticket, called, deadline, &mut unsure, cancel)
                 .await
             {
                 // A majority granted but could not be fenced or kept valid

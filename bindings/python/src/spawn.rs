@@ -108,6 +108,15 @@ where
     F: Future<Output = Result<T, Error>> + Send + 'static,
     C: FnOnce(Python<'_>, T) -> PyResult<Option<Py<PyAny>>> + Send + 'static,
 {
+    // After the exit hook no callback would run, and the awaiting code
+    // would hang (an atexit hook registered before this package was
+    // imported runs after ours, helper-27): refuse at once.
+    if CLOSED.load(Ordering::SeqCst) {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "redis_lock_client: the interpreter is exiting (asyncio calls stop at exit; \
+             use the blocking Locker in atexit hooks)",
+        ));
+    }
     let rt = runtime::runtime()?;
     let task = rt.spawn(async move {
         let outcome = work.await;

@@ -125,3 +125,84 @@ print(hung)
     run = subprocess.run([sys.executable, "-c", program, url], capture_output=True, timeout=60)
     assert run.returncode == 0, run.stderr.decode()[:300]
     assert run.stdout.decode().strip() == "0", "children hung at exit"
+
+
+def _run_program(program, *args, timeout=30):
+    import subprocess
+    import sys
+    import time
+
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-c", program, *args], capture_output=True, timeout=timeout)
+    return run, time.monotonic() - started
+
+
+def test_exit_does_not_wait_for_a_wait_whose_caller_is_still_there(servers):
+    # helper-27: a daemon thread blocked in lock(wait=30) held every exit for
+    # the 2 s the exit hook gives background clean-up; it is not clean-up.
+    urls = servers(3)
+    program = r"""
+import sys, threading, time
+from redis_lock_client import Locker, Taken
+urls = sys.argv[1].split(",")
+holder = Locker(urls).lock("busy-exit", wait=0, ttl=30.0)
+waiter = Locker(urls)
+threading.Thread(target=lambda: waiter.lock("busy-exit", wait=30.0), daemon=True).start()
+time.sleep(0.3)
+"""
+    run, took = _run_program(program, ",".join(urls))
+    assert run.returncode == 0, run.stderr.decode()[:300]
+    assert took < 1.8, f"exit took {took:.2f} s"
+
+
+def test_a_forked_child_does_not_wait_for_its_parents_clean_up(servers):
+    # helper-27: the child inherited the parent's count of background work
+    # (a wait in another thread) and its exit waited the full 2 s for it.
+    urls = servers(3)
+    program = r"""
+import os, sys, threading, time
+from redis_lock_client import Locker
+urls = sys.argv[1].split(",")
+holder = Locker(urls).lock("busy-fork", wait=0, ttl=30.0)
+waiter = Locker(urls)
+threading.Thread(target=lambda: waiter.lock("busy-fork", wait=8.0), daemon=True).start()
+time.sleep(0.3)
+pid = os.fork()
+if pid == 0:
+    child = Locker(urls)
+    child.lock("free-in-child", wait=0, auto_renew=False).release()
+    sys.exit(0)
+t = time.monotonic()
+os.waitpid(pid, 0)
+print(round(time.monotonic() - t, 2))
+os._exit(0)
+"""
+    run, _ = _run_program(program, ",".join(urls))
+    assert run.returncode == 0, run.stderr.decode()[:300]
+    assert float(run.stdout.decode().strip()) < 1.5, f"child exit took {run.stdout.decode().strip()} s"
+
+
+def test_an_asyncio_call_in_a_late_exit_hook_raises_instead_of_hanging(servers):
+    # helper-27: an atexit hook registered before the package was imported
+    # runs after the package's own; its asyncio call waited forever for a
+    # callback the closed gate would never run.
+    url = servers(1)[0]
+    program = r"""
+import atexit, asyncio, sys
+url = sys.argv[1]
+def hook():
+    async def late():
+        from redis_lock_client import AsyncLocker
+        async with AsyncLocker([url]).lock("late-hook"):
+            pass
+    try:
+        asyncio.run(late())
+    except RuntimeError as e:
+        print("refused:", e)
+atexit.register(hook)
+from redis_lock_client import Locker
+Locker([url]).lock("early", wait=0, auto_renew=False).release()
+"""
+    run, _ = _run_program(program, url, timeout=20)
+    assert run.returncode == 0, run.stderr.decode()[:300]
+    assert "interpreter is exiting" in run.stdout.decode(), run.stdout.decode()
