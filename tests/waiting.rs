@@ -1234,22 +1234,37 @@ fn an_undelivered_hand_off_is_left_alone_by_a_server_demoted_meanwhile() {
     );
 }
 
-#[test]
-fn no_hand_off_while_the_aof_is_replayed() {
-    // helper-18: DEBUG LOADAOF with a client waiting replayed the AOF's
-    // LOCK.RELEASE, which handed the lock to the waiter mid-load; the next
-    // line gave it to its real holder: two holders.
+/// An AOF server where `released` took and let go of f and `holder` holds
+/// it, W waiting `wait_ms` for it, then `DEBUG LOADAOF` (which replays
+/// `released`'s RELEASE).
+fn aof_replayed_under_a_waiter(
+    released: &str,
+    holder: &str,
+    wait_ms: &str,
+) -> (Server, redis::Connection, Pending) {
     let s = Server::with(
         &["--appendonly", "yes", "--enable-debug-command", "yes"],
         &[],
     );
     let mut c = s.conn();
-    int(&mut c, "LOCK.ACQUIRE f H 60000");
-    int(&mut c, "LOCK.RELEASE f H");
-    int(&mut c, "LOCK.ACQUIRE f H2 60000");
-    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "f", "W", "30000", "WAIT", "1500"]);
+    int(&mut c, &format!("LOCK.ACQUIRE f {released} 60000"));
+    int(&mut c, &format!("LOCK.RELEASE f {released}"));
+    int(&mut c, &format!("LOCK.ACQUIRE f {holder} 60000"));
+    let w = Pending::send(
+        s.port,
+        &["LOCK.ACQUIRE", "f", "W", "30000", "WAIT", wait_ms],
+    );
     wait_for_waiters(&mut c, "f", 1);
     q(&mut c, "DEBUG LOADAOF").unwrap();
+    (s, c, w)
+}
+
+#[test]
+fn no_hand_off_while_the_aof_is_replayed() {
+    // helper-18: DEBUG LOADAOF with a client waiting replayed the AOF's
+    // LOCK.RELEASE, which handed the lock to the waiter mid-load; the next
+    // line gave it to its real holder: two holders.
+    let (_s, mut c, w) = aof_replayed_under_a_waiter("H", "H2", "1500");
     assert_eq!(owner(&mut c, "f").as_deref(), Some("H2"));
     assert_eq!(w.token(), None, "H2 holds it: the waiter times out");
     assert_eq!(owner(&mut c, "f").as_deref(), Some("H2"));
@@ -1259,17 +1274,7 @@ fn no_hand_off_while_the_aof_is_replayed() {
 fn a_release_replayed_from_the_aof_does_not_withdraw_a_live_wait() {
     // helper-23: the AOF's old `LOCK.RELEASE f W` replayed by DEBUG LOADAOF
     // made W's WAIT, sent long after it, reply nil (counted as withdrawn).
-    let s = Server::with(
-        &["--appendonly", "yes", "--enable-debug-command", "yes"],
-        &[],
-    );
-    let mut c = s.conn();
-    int(&mut c, "LOCK.ACQUIRE f W 60000");
-    int(&mut c, "LOCK.RELEASE f W");
-    int(&mut c, "LOCK.ACQUIRE f H 60000");
-    let w = Pending::send(s.port, &["LOCK.ACQUIRE", "f", "W", "30000", "WAIT", "5000"]);
-    wait_for_waiters(&mut c, "f", 1);
-    q(&mut c, "DEBUG LOADAOF").unwrap();
+    let (_s, mut c, w) = aof_replayed_under_a_waiter("W", "H", "5000");
     assert_eq!(waiters(&mut c, "f"), 1, "W still queued");
     assert_eq!(int(&mut c, "LOCK.RELEASE f H"), 1);
     assert!(w.token().is_some(), "W is served when H lets go");

@@ -137,19 +137,24 @@ def _run_program(program, *args, timeout=30):
     return run, time.monotonic() - started
 
 
+# A program whose daemon thread waits `wait` s for `name`, held by another
+# Locker of it (servers' URLs in argv[1]).
+_WAIT_IN_A_THREAD = """
+import os, sys, threading, time
+from redis_lock_client import Locker
+urls = sys.argv[1].split(",")
+holder = Locker(urls).lock("{name}", wait=0, ttl=30.0)
+waiter = Locker(urls)
+threading.Thread(target=lambda: waiter.lock("{name}", wait={wait}), daemon=True).start()
+time.sleep(0.3)
+"""
+
+
 def test_exit_does_not_wait_for_a_wait_whose_caller_is_still_there(servers):
     # helper-27: a daemon thread blocked in lock(wait=30) held every exit for
     # the 2 s the exit hook gives background clean-up; it is not clean-up.
     urls = servers(3)
-    program = r"""
-import sys, threading, time
-from redis_lock_client import Locker, Taken
-urls = sys.argv[1].split(",")
-holder = Locker(urls).lock("busy-exit", wait=0, ttl=30.0)
-waiter = Locker(urls)
-threading.Thread(target=lambda: waiter.lock("busy-exit", wait=30.0), daemon=True).start()
-time.sleep(0.3)
-"""
+    program = _WAIT_IN_A_THREAD.format(name="busy-exit", wait=30.0)
     run, took = _run_program(program, ",".join(urls))
     assert run.returncode == 0, run.stderr.decode()[:300]
     assert took < 1.8, f"exit took {took:.2f} s"
@@ -159,14 +164,7 @@ def test_a_forked_child_does_not_wait_for_its_parents_clean_up(servers):
     # helper-27: the child inherited the parent's count of background work
     # (a wait in another thread) and its exit waited the full 2 s for it.
     urls = servers(3)
-    program = r"""
-import os, sys, threading, time
-from redis_lock_client import Locker
-urls = sys.argv[1].split(",")
-holder = Locker(urls).lock("busy-fork", wait=0, ttl=30.0)
-waiter = Locker(urls)
-threading.Thread(target=lambda: waiter.lock("busy-fork", wait=8.0), daemon=True).start()
-time.sleep(0.3)
+    program = _WAIT_IN_A_THREAD.format(name="busy-fork", wait=8.0) + r"""
 pid = os.fork()
 if pid == 0:
     child = Locker(urls)
