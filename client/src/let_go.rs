@@ -37,10 +37,11 @@ pub(crate) fn mark_unsure(unsure: &mut [bool], released: &Tally) {
 }
 
 /// The caller's end of a queued acquisition's task. Dropped before the
-/// answer was taken (the caller gave up), it closes the channel first, so
-/// the task can no longer hand over a lock it wins (it unlocks it
-/// instead), then lets go of a lock already handed over but not yet read:
-/// dropped unread inside the channel, it would stay held for its TTL.
+/// answer was taken (the caller gave up), it tells the task so (sending it
+/// the count of its clean-up), closes the result channel, so the task can
+/// no longer hand over a lock it wins (it unlocks it instead), then lets go
+/// of a lock already handed over but not yet read: dropped unread inside
+/// the channel, it would stay held for its TTL.
 pub(crate) struct Caller {
     /// Dropping it tells the task the caller is gone; a caller that gave
     /// up sends the task a count of background work to hold while it cleans
@@ -66,8 +67,9 @@ impl Drop for Caller {
     }
 }
 
-/// The caller's side of a queued acquisition: its future was dropped once
-/// the channel closes (nothing is ever sent on it).
+/// The task's side of a queued acquisition: the caller's future was
+/// dropped once the channel delivers (the count of the clean-up to hold) or
+/// closes.
 pub(crate) struct Cancel {
     rx: oneshot::Receiver<Running>,
     pub(crate) fired: bool,
