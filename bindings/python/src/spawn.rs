@@ -23,7 +23,7 @@ use tokio::task::AbortHandle;
 /// gate and waits, with the GIL released, until none is running. A runtime
 /// thread still in a callback when finalization began aborted the process
 /// ("Fatal Python error: PyGILState_Release: thread state ... must be
-/// current when releasing", 1 run in 8 of a short asyncio script,
+/// current when releasing", 4 runs in 30 of a short asyncio script,
 /// helper-25). Counters, not a lock: a forked child inherits the count of
 /// parent threads it does not have, and a lock held by one would never be
 /// released (its exit hung, helper-26); `gate_after_fork` resets them in
