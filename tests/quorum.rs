@@ -475,3 +475,52 @@ async fn slow_but_successful_renewals_do_not_lose_an_auto_lock() {
         .filter(|n| status(&mut n.conn(), "job").is_some());
     assert_eq!(held.count(), 3, "still renewed on every server");
 }
+
+/// Held on servers 0 and 1 only, server 2 stopped: a try on the name is
+/// decided by the two busy answers. It used to wait the node timeout for
+/// server 2, then as long again for its RELEASE. Server 2 resumes
+/// `resume_after` the try; the try's grant landing there then is given
+/// back in the background.
+async fn busy_with_one_server_stopped(resume_after: Duration) {
+    let nodes = servers(3);
+    let urls: Vec<String> = urls(&nodes);
+    let timeout = Duration::from_secs(1);
+    let locker = Builder::new(&urls)
+        .ttl(Duration::from_secs(60))
+        .node_timeout(timeout)
+        .build()
+        .unwrap();
+    let warm = locker.try_lock("warm").await.unwrap(); // connections up
+    locker.unlock(&warm).await.unwrap();
+    for n in &nodes[..2] {
+        int(&mut n.conn(), "LOCK.ACQUIRE job other 60000");
+    }
+    nodes[2].signal("STOP");
+    let started = Instant::now();
+    let err = locker.try_lock("job").await.unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, Error::Taken), "{err}");
+    assert!(took < timeout / 2, "took {took:?}");
+    tokio::time::sleep(resume_after.saturating_sub(took)).await;
+    nodes[2].signal("CONT");
+    tokio::time::timeout(Duration::from_secs(5), locker.background_done())
+        .await
+        .expect("the clean-up ends");
+    assert_eq!(
+        holders(&nodes, "job"),
+        [Some(b"other".to_vec()), Some(b"other".to_vec()), None],
+        "server 2's late grant was given back"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_busy_name_is_reported_without_waiting_for_a_stopped_server() {
+    busy_with_one_server_stopped(Duration::ZERO).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_server_resuming_after_the_node_timeout_is_given_back_the_grant() {
+    // Its reply never came within the round: its RELEASE is sent anyway,
+    // behind the ACQUIRE on the same connection.
+    busy_with_one_server_stopped(Duration::from_millis(1300)).await;
+}

@@ -17,8 +17,10 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::{Cmd, Value};
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+use tokio::time::Sleep;
 
 pub(crate) struct Inner {
     pub(crate) nodes: Vec<Arc<Node>>,
@@ -51,7 +53,9 @@ pub fn random_owner() -> String {
 pub(crate) const WAIT_SLACK: Duration = Duration::from_millis(250);
 
 /// The least time a won acquisition waits for its slower nodes' grants
-/// before it runs a fencing round (`Round::await_holders`).
+/// before it runs a fencing round (`Round::await_holders`), and a failed
+/// one for its slower nodes' answers before it leaves them to the
+/// background (`Locker::give_back_pass`).
 const HOLDERS_GRACE_MIN: Duration = Duration::from_millis(1);
 
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
@@ -89,6 +93,40 @@ pub(crate) fn settle_late(
         Some(at) => BACKGROUND.spawn(tokio::time::timeout_at(at, settle)),
         None => BACKGROUND.spawn(settle),
     }
+}
+
+/// The background half of `Locker::give_back_pass`: the requests of a
+/// failed pass still in flight to `silent` nodes; each node that grants, or
+/// says nothing until `deadline`, is sent a RELEASE (an owner made for one
+/// call: sent again on a new connection if need be).
+fn release_when_answered(
+    locker: Locker,
+    req: &Request<'_>,
+    mut late: Pending,
+    mut silent: Vec<usize>,
+    deadline: Pin<Box<Sleep>>,
+) {
+    let (name, owner) = (req.name.to_string(), req.owner.to_string());
+    BACKGROUND.spawn(async move {
+        let mut held = Vec::new();
+        let answers = async {
+            while let Some((i, reply)) = late.next().await {
+                silent.retain(|&s| s != i);
+                if let Answer::Yes(_) | Answer::Failed(_) = acquire_answer(untag(reply).0) {
+                    held.push(i);
+                }
+            }
+        };
+        tokio::select! {
+            () = answers => {}
+            () = deadline => {}
+        }
+        held.append(&mut silent);
+        let releases = held
+            .iter()
+            .map(|&i| locker.release_on(i, &name, &owner, true));
+        futures_util::future::join_all(releases).await;
+    });
 }
 
 /// `command name owner`, with room for the options that follow: built at
@@ -363,21 +401,67 @@ impl Locker {
                 }
             }
         }
-        // A grant may have landed even where the reply was lost: release
-        // everywhere, after every acquire request has been sent or timed out.
-        // Not when every node answered and none granted (held elsewhere,
-        // refused): nothing can have landed, and a busy key is the common
-        // failure of a try.
-        let tally = round.finish().await;
-        if !(tally.yes.is_empty() && tally.failures.is_empty()) {
-            let released = Box::pin(self.release_everywhere(req.name, req.owner, req.unique)).await;
-            *unsure |= release_timed_out(&released).next().is_some();
-        }
+        let tally = if req.unique {
+            Box::pin(self.give_back_pass(req, round, start, unsure)).await
+        } else {
+            // A grant may have landed even where the reply was lost: release
+            // everywhere, after every acquire request has been sent or timed
+            // out. Not when every node answered and none granted (held
+            // elsewhere, refused): nothing can have landed, and a busy key
+            // is the common failure of a try.
+            let tally = round.finish().await;
+            if !(tally.yes.is_empty() && tally.failures.is_empty()) {
+                let released = Box::pin(self.release_everywhere(req.name, req.owner, false)).await;
+                *unsure |= release_timed_out(&released).next().is_some();
+            }
+            tally
+        };
         Err(match verdict {
             Verdict::Unreachable => self.no_quorum(&tally),
             Verdict::Rejected => self.rejected(&tally),
             _ => Error::Taken,
         })
+    }
+
+    /// Give back what a failed pass of an owner made for this call may
+    /// hold, without waiting for the nodes still to answer: a try on a busy
+    /// name with one server stalled took twice the node timeout (the round
+    /// waited for the stalled server, then so did its RELEASE). The nodes
+    /// that granted, or whose reply was lost, are released now; the silent
+    /// ones in the background, once their reply comes (a grant) or the
+    /// round's deadline passes (it may still land): their RELEASE follows
+    /// their ACQUIRE on the connection. Only for such an owner: no later
+    /// request of it exists for that RELEASE to overtake or take back (the
+    /// next pass makes its own, `Request::next_pass`).
+    async fn give_back_pass(
+        &self,
+        req: &Request<'_>,
+        mut round: Round,
+        start: Instant,
+        unsure: &mut bool,
+    ) -> Tally {
+        // The last replies are usually on their way (a busy name under
+        // contention): as long again as the verdict took for them, so that
+        // a background task is only needed for a server that is slow.
+        let grace = start.elapsed().max(HOLDERS_GRACE_MIN);
+        let _ = tokio::time::timeout(grace, async { while round.next().await {} }).await;
+        let silent = round.silent();
+        let (tally, late) = round.split();
+        if let Late::OnOpen(late, deadline) | Late::Drive(late, deadline) = late {
+            *unsure = true; // its RELEASEs are still to come
+            release_when_answered(self.clone(), req, late, silent, deadline);
+        }
+        let answered = tally.yes.iter().map(|&(i, _)| i);
+        let held: Vec<usize> = answered
+            .chain(tally.failures.iter().map(|&(i, _)| i))
+            .collect();
+        if !held.is_empty() {
+            let cmd = release_cmd(req.name, req.owner);
+            let timeout = self.inner.config.node_timeout;
+            let released = self.round(&held, cmd, timeout, code_answer, true).await;
+            *unsure |= release_timed_out(&released.finish().await).next().is_some();
+        }
+        tally
     }
 
     /// Fencing round and validity: raise the granting nodes below the lock's

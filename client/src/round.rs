@@ -159,6 +159,12 @@ impl Round {
         tally
     }
 
+    /// The nodes still to answer.
+    pub(crate) fn silent(&self) -> Vec<usize> {
+        let waiting = self.waiting.iter().enumerate();
+        waiting.filter(|&(_, &w)| w).map(|(i, _)| i).collect()
+    }
+
     /// The answers so far, and the requests still in flight.
     pub(crate) fn split(self) -> (Tally, Late) {
         let late = if self.pending.is_empty() {
