@@ -306,10 +306,13 @@ impl Locker {
         let inner = self.inner.clone();
         move |server| {
             let server = server?;
-            let other = (0..inner.nodes.len()).filter(|&j| j != i).find(|&j| {
-                let known = inner.nodes[j].known_server();
-                known.is_some_and(|k| inner.same.same(&k, server))
-            })?;
+            let known = inner.nodes.iter().map(|n| n.known_server());
+            let known: Vec<(usize, ServerTag)> = known
+                .enumerate()
+                .filter_map(|(j, k)| Some((j, k?)))
+                .collect();
+            let paths = known.iter().map(|(j, k)| (*j, k));
+            let other = inner.same.other_path(i, server, paths)?;
             Some(crate::server_ids::same_server(other, server))
         }
     }

@@ -74,6 +74,19 @@ impl SameServers {
         self.moved.store(true, Ordering::Release);
     }
 
+    /// Which of `paths` (a node, the server its connection reached), other
+    /// than `node` itself, reached `server` too: the one question behind
+    /// counting a yes once per server (`Voters::admit`) and refusing a
+    /// queued wait's second URL of a server (`waiting.rs`, `Locker::send`).
+    pub(crate) fn other_path<'a>(
+        &self,
+        node: usize,
+        server: &ServerTag,
+        paths: impl IntoIterator<Item = (usize, &'a ServerTag)>,
+    ) -> Option<usize> {
+        other_path(node, server, paths, |a, b| self.same(a, b))
+    }
+
     /// `a` and `b` name one server.
     pub(crate) fn same(&self, a: &ServerTag, b: &ServerTag) -> bool {
         if a == b {
@@ -85,6 +98,19 @@ impl SameServers {
         let parent = self.parent.read().unwrap_or_else(|p| p.into_inner());
         root(&parent, a) == root(&parent, b)
     }
+}
+
+/// See `SameServers::other_path`; `same` compares two tags.
+fn other_path<'a>(
+    node: usize,
+    server: &ServerTag,
+    paths: impl IntoIterator<Item = (usize, &'a ServerTag)>,
+    same: impl Fn(&ServerTag, &ServerTag) -> bool,
+) -> Option<usize> {
+    let mut others = paths.into_iter().filter(|&(other, _)| other != node);
+    others
+        .find(|&(_, reached)| same(reached, server))
+        .map(|(other, _)| other)
 }
 
 /// The servers that said yes so far in one round or acquisition.
@@ -119,16 +145,14 @@ impl Voters {
         let Some(server) = server else {
             return Ok(());
         };
-        // A node whose yes counted, for this server, first.
-        let first = self.seen.iter().find(|(s, _)| self.same(s, server));
-        match first {
-            Some(&(_, first)) if first != node => Err(first),
-            Some(_) => Ok(()),
-            None => {
-                self.seen.push((server.clone(), node));
-                Ok(())
-            }
+        let counted = self.seen.iter().map(|(s, n)| (*n, s));
+        if let Some(first) = other_path(node, server, counted, |a, b| self.same(a, b)) {
+            return Err(first);
         }
+        if !self.seen.iter().any(|(s, _)| self.same(s, server)) {
+            self.seen.push((server.clone(), node));
+        }
+        Ok(())
     }
 
     /// `node`'s `answer`, which came from `server`, as it counts: a yes from
@@ -215,6 +239,18 @@ mod tests {
         same.moved(&x, &y);
         assert_eq!(v.admit(0, Some(&x)), Err(1));
         assert_eq!(v.admit(0, Some(&y)), Err(1));
+    }
+
+    #[test]
+    fn another_path_to_a_server_is_found_through_restart_links_never_itself() {
+        let (x, y, z) = (tag("x", 0), tag("y", 0), tag("z", 0));
+        let same = SameServers::default();
+        let paths = [(0, &x), (1, &z), (2, &y)];
+        assert_eq!(same.other_path(0, &x, paths), None, "only itself");
+        same.moved(&x, &y); // the server path 0 reached restarted as y
+        assert_eq!(same.other_path(0, &x, paths), Some(2));
+        assert_eq!(same.other_path(2, &y, paths), Some(0));
+        assert_eq!(same.other_path(1, &z, paths), None);
     }
 
     #[test]
