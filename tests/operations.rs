@@ -251,11 +251,7 @@ fn a_smaller_owner_limit_does_not_lock_the_holder_out() {
 fn the_digest_covers_owner_token_and_holds_and_replicas_agree() {
     let debug = ["--enable-debug-command", "yes"];
     let primary = Server::with(&debug, &[]);
-    let port = primary.port.to_string();
-    let replica = Server::with(
-        &["--replicaof", "127.0.0.1", &port, debug[0], debug[1]],
-        &[],
-    );
+    let replica = Server::replica_with(&primary, &debug, &[]);
     let (mut p, mut r) = (primary.conn(), replica.conn());
     let digest = |c: &mut redis::Connection, key: &str| -> String {
         redis::cmd("DEBUG")
@@ -354,27 +350,8 @@ fn tokens_increase_across_a_promotion_that_missed_grants() {
 #[test]
 fn a_writable_replica_refuses_client_lock_commands() {
     let primary = Server::with(&[], &[]);
-    let port = primary.port.to_string();
-    let replica = Server::with(
-        &[
-            "--replicaof",
-            "127.0.0.1",
-            &port,
-            "--replica-read-only",
-            "no",
-        ],
-        &[],
-    );
+    let replica = Server::replica_with(&primary, &["--replica-read-only", "no"], &[]);
     let mut r = replica.conn();
-    // The link first: on a loaded machine the sync took over WAIT's 5 s.
-    assert!(
-        eventually(Duration::from_secs(20), || info_field(
-            &mut r,
-            "replication",
-            "master_link_status"
-        ) == "up"),
-        "replica link did not come up"
-    );
     let mut p = primary.conn();
     int(&mut p, "LOCK.ACQUIRE k alice 60000");
     assert_eq!(int(&mut p, "WAIT 1 5000"), 1);

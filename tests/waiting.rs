@@ -470,7 +470,9 @@ fn an_expired_lock_is_counted_once_when_a_newcomer_finds_it_queued_for() {
 
 #[test]
 fn expiry_hands_off_on_the_module_timer() {
-    let s = Server::start();
+    // hz 1: the expiry cron would hand it off up to a second late, so the
+    // bound below can be generous for a loaded machine and still tell.
+    let s = Server::with(&["--hz", "1"], &[]);
     let mut c = s.conn();
     int(&mut c, "LOCK.ACQUIRE k a 300");
     let acquired = Instant::now();
@@ -488,7 +490,7 @@ fn expiry_hands_off_on_the_module_timer() {
         "not before the deadline: {waited:?}"
     );
     assert!(
-        waited < Duration::from_millis(400),
+        waited < Duration::from_millis(700),
         "promptly after it: {waited:?}"
     );
 }
@@ -580,10 +582,17 @@ fn a_thousand_waiters_are_each_served_exactly_once() {
         })
         .collect();
     wait_for_waiters(&mut c, "k", n as i64);
-    // PING stays fast with a thousand clients blocked.
-    let t = Instant::now();
-    q(&mut c, "PING").unwrap();
-    assert!(t.elapsed() < Duration::from_millis(50));
+    // PING stays fast with a thousand clients blocked (the best of 5: one
+    // can meet a busy machine).
+    let fastest = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            q(&mut c, "PING").unwrap();
+            t.elapsed()
+        })
+        .min()
+        .unwrap();
+    assert!(fastest < Duration::from_millis(50), "{fastest:?}");
     let mut holder = "w-1".to_string();
     let mut served = std::collections::HashSet::new();
     for _ in 0..n {
@@ -756,10 +765,10 @@ fn a_hand_off_and_a_wait_timeout_in_one_pass_give_exactly_one_reply() {
 }
 
 /// WAIT timeouts used to fire only when the event loop woke up, at the
-/// server's `hz` (every 100 ms at hz 10).
+/// server's `hz` (every 100 ms at hz 10, every second at hz 1).
 #[test]
 fn wait_timeouts_fire_on_time_not_on_the_hz_tick() {
-    let s = Server::with(&["--hz", "10"], &[]);
+    let s = Server::with(&["--hz", "1"], &[]);
     let mut c = s.conn();
     let mut w = s.conn();
     int(&mut c, "LOCK.ACQUIRE k a 60000");
@@ -777,10 +786,10 @@ fn wait_timeouts_fire_on_time_not_on_the_hz_tick() {
         );
     }
     let total = started.elapsed();
-    eprintln!("10 x WAIT 20 at hz 10 took {total:?}");
-    // On time: ~10 x 21 ms. On the hz tick it was ~10 x 100 ms.
+    eprintln!("10 x WAIT 20 at hz 1 took {total:?}");
+    // On time: ~10 x 21 ms. On the hz tick it would be up to ~10 x 1 s.
     assert!(
-        total < Duration::from_millis(600),
+        total < Duration::from_secs(3),
         "10 x WAIT 20 took {total:?}"
     );
     assert_eq!(info_field(&mut c, "lock", "lock_wait_timeouts"), "10");

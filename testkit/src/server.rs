@@ -72,15 +72,16 @@ pub fn workspace_binary(name: &str) -> PathBuf {
 }
 
 /// A port nobody listens on right now (and whose cluster bus port +10000 is
-/// in range). Never 6379.
+/// free too). Never 6379. Drawn below Linux's ephemeral range (32768 up),
+/// from which the kernel gives outgoing connections their local ports: a
+/// port from there could be taken by any test's client before the server
+/// binds it.
 pub fn free_port() -> u16 {
+    use rand::Rng;
     loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if port != 6379 && port < 55000 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+        let port = rand::thread_rng().gen_range(20000..32000);
+        let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if port != 6379 && free(port) && free(port + 10000) {
             return port;
         }
     }
@@ -176,12 +177,19 @@ impl Server {
     /// A replica of `primary` (module loaded with `module_args`), returned
     /// once its replication link is up.
     pub fn replica_of(primary: &Server, module_args: &[&str]) -> Server {
-        let replica = Server::with(
-            &["--replicaof", "127.0.0.1", &primary.port.to_string()],
-            module_args,
-        );
+        Server::replica_with(primary, &[], module_args)
+    }
+
+    /// `replica_of` with more server arguments; returns once the link is
+    /// up (a loaded machine's full sync can take longer than a WAIT's
+    /// timeout: CI failed `WAIT 1 5000` right after a bare `--replicaof`).
+    pub fn replica_with(primary: &Server, args: &[&str], module_args: &[&str]) -> Server {
+        let port = primary.port.to_string();
+        let mut all = vec!["--replicaof", "127.0.0.1", &port];
+        all.extend_from_slice(args);
+        let replica = Server::with(&all, module_args);
         let mut c = replica.conn();
-        let up = eventually(Duration::from_secs(10), || {
+        let up = eventually(Duration::from_secs(20), || {
             info_field(&mut c, "replication", "master_link_status") == "up"
         });
         assert!(up, "replica link did not come up");
@@ -207,9 +215,17 @@ impl Server {
         s.started()
     }
 
+    /// Spawned and answering. A port taken between `free_port` and the
+    /// server's bind (another test's server) is given up for a new one.
     fn started(mut self) -> Server {
-        self.spawn();
-        self
+        for _ in 0..5 {
+            match self.try_spawn() {
+                Ok(()) => return self,
+                Err(why) if why.contains("Address already in use") => self.port = free_port(),
+                Err(why) => panic!("{why}"),
+            }
+        }
+        panic!("no free port for redis-server after 5 tries");
     }
 
     fn build(args: &[&str], module_args: &[&str], env: &[(&str, &str)], bare: bool) -> Server {
@@ -229,6 +245,12 @@ impl Server {
     }
 
     fn spawn(&mut self) {
+        if let Err(why) = self.try_spawn() {
+            panic!("{why}");
+        }
+    }
+
+    fn try_spawn(&mut self) -> Result<(), String> {
         let mut load = vec![module_path().display().to_string()];
         load.extend(self.module_args.iter().cloned());
         // Test servers run without persistence, where the shipped default
@@ -269,14 +291,18 @@ impl Server {
             cmd.env(k, v);
         }
         self.child = Some(cmd.spawn().expect("spawn redis-server"));
-        self.wait_ready();
+        self.wait_ready()
     }
 
-    fn wait_ready(&mut self) {
+    /// Until our server answers on the port (one answering with another
+    /// process id is another test's that took the port: ours then exits
+    /// with "Address already in use").
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
+        let pid = format!("process_id:{}", self.pid());
         while Instant::now() < deadline {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
+                return Err(format!(
                     "redis-server exited early ({status}); log:\n{}",
                     self.log()
                         .lines()
@@ -284,17 +310,21 @@ impl Server {
                         .take(8)
                         .collect::<Vec<_>>()
                         .join("\n")
-                );
+                ));
             }
             if let Ok(mut c) = self.try_conn() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                let info = redis::cmd("INFO").arg("server").query::<String>(&mut c);
+                if info.is_ok_and(|text| text.lines().any(|l| l.trim() == pid)) {
                     announce(&mut c);
-                    return;
+                    return Ok(());
                 }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("redis-server did not answer PING; log:\n{}", self.log());
+        Err(format!(
+            "redis-server did not answer PING; log:\n{}",
+            self.log()
+        ))
     }
 
     pub fn log(&self) -> String {

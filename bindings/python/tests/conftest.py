@@ -5,6 +5,7 @@ REDIS_SERVER: the server binary (default: redis-server on PATH).
 """
 
 import os
+import random
 import socket
 import subprocess
 import time
@@ -18,9 +19,17 @@ SERVER = os.environ.get("REDIS_SERVER", "redis-server")
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below Linux's ephemeral range (32768 up), where the kernel
+    picks outgoing connections' local ports: one from there could be taken
+    by a client before the server binds it."""
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def _pings(port: int) -> bool:
