@@ -531,3 +531,41 @@ async fn a_stopped_server_resuming_after_the_node_timeout_is_given_back_the_gran
     // behind the ACQUIRE on the same connection.
     busy_with_one_server_stopped(Duration::from_millis(1300)).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_try_decided_at_a_stopped_servers_timeout_does_not_wait_for_its_release() {
+    // helper-29: held on servers 0 and 2, server 1 free, server 2 stopped.
+    // One yes and one busy decide nothing: the verdict comes at server 2's
+    // timeout. Its RELEASE then went out in the foreground and waited the
+    // node timeout again (2 x in all); it goes to the background now.
+    let nodes = servers(3);
+    let urls: Vec<String> = urls(&nodes);
+    let timeout = Duration::from_millis(600);
+    let locker = Builder::new(&urls)
+        .ttl(Duration::from_secs(60))
+        .node_timeout(timeout)
+        .build()
+        .unwrap();
+    let warm = locker.try_lock("warm").await.unwrap(); // connections up
+    locker.unlock(&warm).await.unwrap();
+    for n in [&nodes[0], &nodes[2]] {
+        int(&mut n.conn(), "LOCK.ACQUIRE job other 60000");
+    }
+    nodes[2].signal("STOP");
+    let started = Instant::now();
+    let err = locker.try_lock("job").await.unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, Error::Taken), "{err}");
+    assert!(took < timeout * 3 / 2, "took {took:?}");
+    assert_eq!(
+        status(&mut nodes[1].conn(), "job"),
+        None,
+        "server 1's grant was given back before the try returned"
+    );
+    nodes[2].signal("CONT");
+    tokio::time::timeout(Duration::from_secs(5), locker.background_done())
+        .await
+        .expect("the clean-up ends");
+    let other = Some(b"other".to_vec());
+    assert_eq!(holders(&nodes, "job"), [other.clone(), None, other]);
+}

@@ -859,3 +859,40 @@ async fn a_stalled_server_does_not_hold_up_a_new_lockers_wait() {
         "the wait began {took:?} late"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_that_runs_out_ends_at_its_deadline_with_a_server_stopped() {
+    // helper-29: held on servers 0 and 1, server 2 stopped. The wait ran out
+    // at 300 ms, then gave back in the foreground, waiting the node timeout
+    // for the stopped server's RELEASE (`--wait 300ms` took 800 ms).
+    let nodes = Server::start_n(3);
+    let timeout = Duration::from_secs(1);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(60))
+        .node_timeout(timeout)
+        .build()
+        .unwrap();
+    let warm = locker.try_lock("warm").await.unwrap(); // connections up
+    locker.unlock(&warm).await.unwrap();
+    for node in &nodes[..2] {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE job other 60000") > 0);
+    }
+    nodes[2].signal("STOP");
+    let wait = Duration::from_millis(300);
+    let started = Instant::now();
+    let err = locker.lock("job", wait).await.unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, Error::Taken), "{err}");
+    assert!(took < wait + timeout / 2, "took {took:?}");
+    nodes[2].signal("CONT");
+    tokio::time::timeout(Duration::from_secs(5), locker.background_done())
+        .await
+        .expect("the clean-up ends");
+    let all = [&nodes[0], &nodes[1], &nodes[2]];
+    let other = Some(b"other".to_vec());
+    assert_eq!(holders(&all, "job"), [other.clone(), other, None]);
+    for node in &nodes {
+        let mut c = node.conn();
+        assert_eq!(info_field(&mut c, "lock", "lock_waiters"), "0");
+    }
+}

@@ -115,6 +115,18 @@ impl Background {
     }
 }
 
+/// `work` counted as this process's background clean-up from now until it
+/// ends or is dropped (see `background_done`): for work a binding spawns on
+/// its own, e.g. the release of a lock dropped by the binding's caller
+/// (Python's exit waits for it; a plain spawn exited first, helper-29).
+pub fn counted<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    let running = BACKGROUND.start();
+    async move {
+        let _running = running;
+        work.await
+    }
+}
+
 /// Resolves once the clean-up every Locker of this process runs in the
 /// background is done (see `Locker::background_done`).
 pub async fn background_done() {

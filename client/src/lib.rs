@@ -22,7 +22,7 @@
 #![warn(missing_docs)]
 
 mod background;
-pub use background::background_done;
+pub use background::{background_done, counted};
 mod config;
 pub mod duration;
 mod endpoint;

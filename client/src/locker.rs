@@ -7,7 +7,7 @@ use crate::config::Config;
 use crate::error::{Error, NodeFailure};
 use crate::let_go::release_timed_out;
 use crate::lock::{Lock, Shared};
-use crate::node::{within, Node};
+use crate::node::{is_timeout, within, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use crate::round::{acquire_answer, code_answer, untag, Classify, Late, Pending, Reply, Round};
@@ -95,31 +95,32 @@ pub(crate) fn settle_late(
     }
 }
 
-/// The background half of `Locker::give_back_pass`: the requests of a
-/// failed pass still in flight to `silent` nodes; each node that grants, or
-/// says nothing until `deadline`, is sent a RELEASE (an owner made for one
-/// call: sent again on a new connection if need be).
+/// The background half of `Locker::give_back_pass`: `silent` nodes of a
+/// failed pass, whose requests may still be in flight (`late`, until its
+/// deadline); each that grants, or says nothing by then, is sent a RELEASE
+/// (an owner made for one call: sent again on a new connection if need be).
 fn release_when_answered(
     locker: Locker,
     req: &Request<'_>,
-    mut late: Pending,
+    late: Option<(Pending, Pin<Box<Sleep>>)>,
     mut silent: Vec<usize>,
-    deadline: Pin<Box<Sleep>>,
 ) {
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
     BACKGROUND.spawn(async move {
         let mut held = Vec::new();
-        let answers = async {
-            while let Some((i, reply)) = late.next().await {
-                silent.retain(|&s| s != i);
-                if let Answer::Yes(_) | Answer::Failed(_) = acquire_answer(untag(reply).0) {
-                    held.push(i);
+        if let Some((mut late, deadline)) = late {
+            let answers = async {
+                while let Some((i, reply)) = late.next().await {
+                    silent.retain(|&s| s != i);
+                    if let Answer::Yes(_) | Answer::Failed(_) = acquire_answer(untag(reply).0) {
+                        held.push(i);
+                    }
                 }
+            };
+            tokio::select! {
+                () = answers => {}
+                () = deadline => {}
             }
-        };
-        tokio::select! {
-            () = answers => {}
-            () = deadline => {}
         }
         held.append(&mut silent);
         let releases = held
@@ -448,16 +449,27 @@ impl Locker {
         // a background task is only needed for a server that is slow.
         let grace = start.elapsed().max(HOLDERS_GRACE_MIN);
         let _ = tokio::time::timeout(grace, async { while round.next().await {} }).await;
-        let silent = round.silent();
+        let mut later = round.silent();
         let (tally, late) = round.split();
-        if let Late::OnOpen(late, deadline) | Late::Drive(late, deadline) = late {
-            *unsure = true; // its RELEASEs are still to come
-            release_when_answered(self.clone(), req, late, silent, deadline);
+        let late = match late {
+            Late::None => None,
+            Late::OnOpen(late, deadline) | Late::Drive(late, deadline) => Some((late, deadline)),
+        };
+        // A node that timed out is as slow to take its RELEASE (helper-29:
+        // with the verdict at the deadline, a try still took 2 x the node
+        // timeout).
+        let mut held: Vec<usize> = tally.yes.iter().map(|&(i, _)| i).collect();
+        for (i, cause) in &tally.failures {
+            if is_timeout(cause) {
+                later.push(*i);
+            } else {
+                held.push(*i);
+            }
         }
-        let answered = tally.yes.iter().map(|&(i, _)| i);
-        let held: Vec<usize> = answered
-            .chain(tally.failures.iter().map(|&(i, _)| i))
-            .collect();
+        if !later.is_empty() {
+            *unsure = true; // its RELEASEs are still to come
+            release_when_answered(self.clone(), req, late, later);
+        }
         if !held.is_empty() {
             let cmd = release_cmd(req.name, req.owner);
             let timeout = self.inner.config.node_timeout;

@@ -20,6 +20,7 @@
 //! Safety does not depend on any of this: a waiter holds the lock only with
 //! grants from a majority, exactly as in a polling round.
 
+use crate::background::BACKGROUND;
 use crate::error::Error;
 use crate::let_go::{mark_unsure, withdraw_late, Caller, Cancel, UNSURE};
 use crate::lock::{Lock, Shared};
@@ -375,13 +376,23 @@ impl Locker {
         if outcome.is_err() {
             // RELEASE everywhere gives back grants and withdraws our
             // requests still queued; the rest is withdrawn in the background.
-            let released = self
-                .release_everywhere(req.name, req.owner, req.unique)
-                .await;
-            mark_unsure(unsure, &released);
             if req.unique {
+                // In the background too: no later request of this owner
+                // exists for it to overtake (a pass after this makes its
+                // own), and a stalled server held the caller past its
+                // deadline by the node timeout (helper-29: --wait 300ms
+                // returned after 800 ms).
+                let (locker, name, owner) =
+                    (self.clone(), req.name.to_string(), req.owner.to_string());
+                BACKGROUND
+                    .spawn(async move { locker.release_everywhere(&name, &owner, true).await });
                 let queued = still_queued(&slots);
                 withdraw_late(self.clone(), req, acquires, queued, returns, Weak::new());
+            } else {
+                let released = self
+                    .release_everywhere(req.name, req.owner, req.unique)
+                    .await;
+                mark_unsure(unsure, &released);
             }
             if let Some(two) = two_urls {
                 return Err(two);

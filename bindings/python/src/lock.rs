@@ -378,7 +378,9 @@ impl Drop for Lock {
             return;
         }
         if let Ok(rt) = runtime::runtime() {
-            rt.spawn(release(shared.clone()));
+            // Counted: the exit hook waits for it (a plain spawn let an
+            // exit right after the drop leave the lock held, helper-29).
+            rt.spawn(redis_lock_client::counted(release(shared.clone())));
         }
     }
 }

@@ -210,3 +210,42 @@ Locker([url]).lock("early", wait=0, auto_renew=False).release()
     run, _ = _run_program(program, url, timeout=20)
     assert run.returncode == 0, run.stderr.decode()[:300]
     assert "interpreter is exiting" in run.stdout.decode(), run.stdout.decode()
+
+
+def test_a_lock_dropped_right_before_exit_is_released_by_then(servers):
+    # helper-29: the release of a dropped Lock ran as a plain task the exit
+    # hook did not wait for; with the servers answering a little late
+    # (a write pause here, a slow fsync or failover in production) the
+    # process exited first and the lock stayed held for its 20 s TTL.
+    import subprocess
+    import sys
+
+    from conftest import inline
+
+    urls = servers(3)
+    ports = [s.port for s in servers.started]
+    program = r"""
+import sys
+from redis_lock_client import Locker
+lock = Locker(sys.argv[1].split(","), ttl=20.0).lock("dropx", auto_renew=False)
+print("held", flush=True)
+sys.stdin.readline()
+del lock  # the last reference: released in the background
+"""
+    child = subprocess.Popen(
+        [sys.executable, "-c", program, ",".join(urls)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert child.stdout.readline() == b"held\n", child.stderr.read().decode()[:300]
+        for port in ports:
+            assert inline(port, "CLIENT PAUSE 300 WRITE") == b"+OK"
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
+        assert child.wait(timeout=20) == 0, child.stderr.read().decode()[:300]
+    finally:
+        child.kill()
+    for port in ports:
+        assert inline(port, "LOCK.STATUS dropx") in (b"$-1", b"*-1", b"_"), f"still held on {port}"
