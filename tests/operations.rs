@@ -14,10 +14,18 @@ fn alive(c: &mut redis::Connection) -> bool {
 fn expiry_waits_for_the_end_of_a_write_pause_with_aof() {
     let s = Server::with(&["--appendonly", "yes"], &[]);
     let mut c = s.conn();
+    // 100 ms left from the pause on: one write, no expiry before it.
+    let mut shorten = redis::pipe();
     for i in 0..50 {
-        int(&mut c, &format!("LOCK.ACQUIRE k{i} a 100"));
+        int(&mut c, &format!("LOCK.ACQUIRE k{i} a 60000"));
+        shorten
+            .cmd("LOCK.EXTEND")
+            .arg(format!("k{i}"))
+            .arg("a")
+            .arg(100);
     }
-    q(&mut c, "CLIENT PAUSE 1500 WRITE").unwrap();
+    shorten.cmd("CLIENT").arg("PAUSE").arg(1500).arg("WRITE");
+    shorten.query::<Vec<Value>>(&mut c).unwrap();
     std::thread::sleep(Duration::from_millis(700));
     // Deadlines passed during the pause: the server is alive, nothing was
     // deleted (nothing may be propagated), yet the locks read as free.
@@ -34,8 +42,19 @@ fn a_replica_follows_expiry_after_a_write_pause() {
     let primary = Server::with(&[], &[]);
     let replica = Server::replica_of(&primary, &[]);
     let (mut p, mut r) = (primary.conn(), replica.conn());
-    int(&mut p, "LOCK.ACQUIRE k a 100");
-    q(&mut p, "CLIENT PAUSE 1200 WRITE").unwrap();
+    int(&mut p, "LOCK.ACQUIRE k a 60000");
+    // 100 ms left from the pause on: one write, no expiry before it.
+    redis::pipe()
+        .cmd("LOCK.EXTEND")
+        .arg("k")
+        .arg("a")
+        .arg(100)
+        .cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1200)
+        .arg("WRITE")
+        .query::<Vec<Value>>(&mut p)
+        .unwrap();
     std::thread::sleep(Duration::from_millis(600));
     assert!(alive(&mut p), "primary died:\n{}", primary.log());
     assert!(eventually(Duration::from_secs(5), || int(

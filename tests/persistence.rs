@@ -110,7 +110,7 @@ fn replica_follows_the_primary() {
     int(&mut p, "LOCK.ACQUIRE c carol 30000");
     int(&mut p, "LOCK.RELEASE c carol");
     int(&mut p, "LOCK.RELEASE b bob");
-    int(&mut p, "LOCK.ACQUIRE short s 300");
+    int(&mut p, "LOCK.ACQUIRE short s 60000");
     q(&mut p, "WAIT 1 2000").unwrap();
     let (owner, token, ttl, ..) = status(&mut r, "a").expect("replicated");
     assert_eq!((owner.as_slice(), token), (&b"alice"[..], t));
@@ -119,6 +119,9 @@ fn replica_follows_the_primary() {
     assert_eq!(status(&mut r, "c"), None);
     assert!(err(&mut r, "LOCK.ACQUIRE x y 1000").contains("read only replica"));
     // Expiry is the primary's job: pause it, and the replica keeps the key.
+    // (300 ms left from here: before, a slow machine could expire it first.)
+    assert_eq!(int(&mut p, "LOCK.EXTEND short s 300"), 1);
+    q(&mut p, "WAIT 1 2000").unwrap();
     primary.signal("STOP");
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(

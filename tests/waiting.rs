@@ -336,15 +336,18 @@ fn another_locks_owner_cannot_claim_a_hand_off_that_shares_its_token() {
 
 #[test]
 fn a_wait_that_ran_out_during_a_stall_is_not_granted_after_it() {
-    // The lock expires at 200 ms, the WAIT gives up at 500 ms; the server
-    // is stopped for 1 s. When it resumes both timers are due, and the
-    // key's (earlier) ran first and handed the lock to a waiter whose WAIT
-    // had ended: it got a token a second late (an attack run, helper-11).
+    // The lock expires at 200 ms, the WAIT gives up at 1 s; the server is
+    // stopped for 1.5 s. When it resumes both timers are due, and the key's
+    // (earlier) ran first and handed the lock to a waiter whose WAIT had
+    // ended: it got a token a second late (an attack run, helper-11). The
+    // 200 ms start once the waiter is queued (EXTEND shortens the TTL), so
+    // that a slow machine cannot let the lock expire before the stop.
     let s = Server::start();
     let mut c = s.conn();
-    let w = held_with_a_waiter(&s, &mut c, "LOCK.ACQUIRE k h 200", "w 30000 WAIT 500");
+    let w = held_with_a_waiter(&s, &mut c, "LOCK.ACQUIRE k h 60000", "w 30000 WAIT 1000");
+    assert_eq!(int(&mut c, "LOCK.EXTEND k h 200"), 1);
     s.signal("STOP");
-    std::thread::sleep(Duration::from_millis(1000));
+    std::thread::sleep(Duration::from_millis(1500));
     s.signal("CONT");
     assert_eq!(w.token(), None, "the WAIT had run out: nil, not a grant");
     assert_eq!(owner(&mut c, "k"), None, "nobody holds it");
@@ -457,8 +460,14 @@ fn an_expired_lock_is_counted_once_when_a_newcomer_finds_it_queued_for() {
     // expires it and hands it on. It used to be counted as expired by both.
     let s = Server::start();
     let mut c = s.conn();
-    let w = held_with_a_waiter(&s, &mut c, "LOCK.ACQUIRE k h 100", "w 30000 WAIT 0");
-    q(&mut c, "CLIENT PAUSE 10000 WRITE").unwrap();
+    let w = held_with_a_waiter(&s, &mut c, "LOCK.ACQUIRE k h 60000", "w 30000 WAIT 0");
+    // 100 ms left from the pause on (one write: no turn between them).
+    let mut pause = Pending::connect(s.port);
+    pause.write_together(&[
+        &["LOCK.EXTEND", "k", "h", "100"],
+        &["CLIENT", "PAUSE", "10000", "WRITE"],
+    ]);
+    assert_eq!((pause.reply(), pause.reply()), (":1".into(), "+OK".into()));
     std::thread::sleep(Duration::from_millis(300));
     let mut newcomer = Pending::send(s.port, &["LOCK.ACQUIRE", "k", "z", "30000"]);
     std::thread::sleep(Duration::from_millis(50));
@@ -740,11 +749,13 @@ fn a_hand_off_and_a_wait_timeout_in_one_pass_give_exactly_one_reply() {
     let mut c = s.conn();
     for round in 0..3 {
         let key = format!("s{round}");
-        int(&mut c, &format!("LOCK.ACQUIRE {key} holder 200"));
+        int(&mut c, &format!("LOCK.ACQUIRE {key} holder 60000"));
         let mut w = Pending::connect(s.port).with_timeout(Duration::from_secs(5));
         w.write(&["LOCK.ACQUIRE", &key, "waiter", "5000", "WAIT", "400"]);
         w.write(&["ECHO", "after"]);
         wait_for_waiters(&mut c, &key, 1);
+        // 200 ms from now, not from before the queueing (a slow machine).
+        assert_eq!(int(&mut c, &format!("LOCK.EXTEND {key} holder 200")), 1);
         s.signal("STOP");
         std::thread::sleep(Duration::from_millis(800));
         s.signal("CONT");
@@ -838,15 +849,21 @@ fn a_write_pause_defers_the_hand_off_and_the_server_survives() {
     let primary = Server::with(&["--appendonly", "yes"], &[]);
     let replica = Server::replica_of(&primary, &[]);
     let (mut p, mut r) = (primary.conn(), replica.conn());
-    int(&mut p, "LOCK.ACQUIRE k holder 300");
+    int(&mut p, "LOCK.ACQUIRE k holder 60000");
     let w = Pending::send(
         primary.port,
         &["LOCK.ACQUIRE", "k", "waiter", "30000", "WAIT", "10000"],
     )
     .with_timeout(Duration::from_secs(10));
     wait_for_waiters(&mut p, "k", 1);
+    // 300 ms left from the pause on (one write: no turn between them).
+    let mut pause = Pending::connect(primary.port);
     let paused = Instant::now();
-    q(&mut p, "CLIENT PAUSE 1500 WRITE").unwrap();
+    pause.write_together(&[
+        &["LOCK.EXTEND", "k", "holder", "300"],
+        &["CLIENT", "PAUSE", "1500", "WRITE"],
+    ]);
+    assert_eq!((pause.reply(), pause.reply()), (":1".into(), "+OK".into()));
     let token = w.token().expect("granted once the pause is over");
     let waited = paused.elapsed();
     assert!(
