@@ -31,18 +31,24 @@ use tokio::task::AbortHandle;
 static INSIDE: AtomicUsize = AtomicUsize::new(0);
 static CLOSED: AtomicBool = AtomicBool::new(false);
 
-/// Enter the gate (false: closed, do not call into Python).
-fn enter() -> bool {
-    INSIDE.fetch_add(1, Ordering::SeqCst);
-    if CLOSED.load(Ordering::SeqCst) {
+/// Inside the gate until dropped: also when the callback panics, which
+/// would otherwise hold the exit hook for its whole wait.
+struct Inside;
+
+impl Drop for Inside {
+    fn drop(&mut self) {
         INSIDE.fetch_sub(1, Ordering::SeqCst);
-        return false;
     }
-    true
 }
 
-fn leave() {
-    INSIDE.fetch_sub(1, Ordering::SeqCst);
+/// Enter the gate (None: closed, do not call into Python).
+fn enter() -> Option<Inside> {
+    INSIDE.fetch_add(1, Ordering::SeqCst);
+    let inside = Inside;
+    if CLOSED.load(Ordering::SeqCst) {
+        return None; // `inside` dropped: left again
+    }
+    Some(inside)
 }
 
 /// In a forked child (`os.register_at_fork`): none of the parent's runtime
@@ -120,9 +126,9 @@ where
     let rt = runtime::runtime()?;
     let task = rt.spawn(async move {
         let outcome = work.await;
-        if !enter() {
+        let Some(_inside) = enter() else {
             return; // the interpreter is exiting: nobody awaits this any more
-        }
+        };
         Python::attach(|py| {
             let (value, error) = match outcome.map_err(|e| errors::to_py(py, &context, e)) {
                 Ok(v) => match convert(py, v) {
@@ -135,7 +141,6 @@ where
                 e.write_unraisable(py, None);
             }
         });
-        leave();
     });
     Ok(Pending {
         abort: task.abort_handle(),
