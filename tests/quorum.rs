@@ -483,31 +483,35 @@ async fn slow_but_successful_renewals_do_not_lose_an_auto_lock() {
     assert_eq!(held.count(), 3, "still renewed on every server");
 }
 
-/// Held on servers 0 and 1 only, server 2 stopped: a try on the name is
-/// decided by the two busy answers. It used to wait the node timeout for
-/// server 2, then as long again for its RELEASE. Server 2 resumes
-/// `resume_after` the try; the try's grant landing there then is given
-/// back in the background.
-async fn busy_with_one_server_stopped(resume_after: Duration) {
+/// "job" held by another owner on the servers `held`, server 2 stopped:
+/// a try on it fails with `Taken` within `bound`, having given back what
+/// it got on the live servers; server 2 resumes `resume_after` the try, and
+/// the try's grant landing there then is given back in the background.
+async fn busy_with_server_2_stopped(
+    held: &[usize],
+    timeout: Duration,
+    bound: Duration,
+    resume_after: Duration,
+) {
     let nodes = servers(3);
-    let urls: Vec<String> = urls(&nodes);
-    let timeout = Duration::from_secs(1);
-    let locker = Builder::new(&urls)
-        .ttl(Duration::from_secs(60))
-        .node_timeout(timeout)
-        .build()
-        .unwrap();
-    let warm = locker.try_lock("warm").await.unwrap(); // connections up
-    locker.unlock(&warm).await.unwrap();
-    for n in &nodes[..2] {
-        int(&mut n.conn(), "LOCK.ACQUIRE job other 60000");
+    let locker = connected_locker(&nodes, timeout).await;
+    for &i in held {
+        int(&mut nodes[i].conn(), "LOCK.ACQUIRE job other 60000");
     }
     nodes[2].signal("STOP");
     let started = Instant::now();
     let err = locker.try_lock("job").await.unwrap_err();
     let took = started.elapsed();
     assert!(matches!(err, Error::Taken), "{err}");
-    assert!(took < timeout / 2, "took {took:?}");
+    assert!(took < bound, "took {took:?}");
+    let expected: Vec<Option<Vec<u8>>> = (0..3)
+        .map(|i| held.contains(&i).then(|| b"other".to_vec()))
+        .collect();
+    assert_eq!(
+        holders(&nodes[..2], "job"),
+        expected[..2],
+        "the live servers' grants were given back before the try returned"
+    );
     tokio::time::sleep(resume_after.saturating_sub(took)).await;
     nodes[2].signal("CONT");
     tokio::time::timeout(Duration::from_secs(5), locker.background_done())
@@ -515,57 +519,33 @@ async fn busy_with_one_server_stopped(resume_after: Duration) {
         .expect("the clean-up ends");
     assert_eq!(
         holders(&nodes, "job"),
-        [Some(b"other".to_vec()), Some(b"other".to_vec()), None],
+        expected,
         "server 2's late grant was given back"
     );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_busy_name_is_reported_without_waiting_for_a_stopped_server() {
-    busy_with_one_server_stopped(Duration::ZERO).await;
+    // Decided by the two busy answers. The try used to wait the node
+    // timeout for server 2, then as long again for its RELEASE.
+    let timeout = Duration::from_secs(1);
+    busy_with_server_2_stopped(&[0, 1], timeout, timeout / 2, Duration::ZERO).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stopped_server_resuming_after_the_node_timeout_is_given_back_the_grant() {
     // Its reply never came within the round: its RELEASE is sent anyway,
     // behind the ACQUIRE on the same connection.
-    busy_with_one_server_stopped(Duration::from_millis(1300)).await;
+    let timeout = Duration::from_secs(1);
+    let resume = Duration::from_millis(1300);
+    busy_with_server_2_stopped(&[0, 1], timeout, timeout / 2, resume).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_try_decided_at_a_stopped_servers_timeout_does_not_wait_for_its_release() {
-    // helper-29: held on servers 0 and 2, server 1 free, server 2 stopped.
-    // One yes and one busy decide nothing: the verdict comes at server 2's
-    // timeout. Its RELEASE then went out in the foreground and waited the
-    // node timeout again (2 x in all); it goes to the background now.
-    let nodes = servers(3);
-    let urls: Vec<String> = urls(&nodes);
+    // helper-29: server 1 free. One yes and one busy decide nothing: the
+    // verdict comes at server 2's timeout. Its RELEASE then went out in the
+    // foreground and waited the node timeout again (2 x in all).
     let timeout = Duration::from_millis(600);
-    let locker = Builder::new(&urls)
-        .ttl(Duration::from_secs(60))
-        .node_timeout(timeout)
-        .build()
-        .unwrap();
-    let warm = locker.try_lock("warm").await.unwrap(); // connections up
-    locker.unlock(&warm).await.unwrap();
-    for n in [&nodes[0], &nodes[2]] {
-        int(&mut n.conn(), "LOCK.ACQUIRE job other 60000");
-    }
-    nodes[2].signal("STOP");
-    let started = Instant::now();
-    let err = locker.try_lock("job").await.unwrap_err();
-    let took = started.elapsed();
-    assert!(matches!(err, Error::Taken), "{err}");
-    assert!(took < timeout * 3 / 2, "took {took:?}");
-    assert_eq!(
-        status(&mut nodes[1].conn(), "job"),
-        None,
-        "server 1's grant was given back before the try returned"
-    );
-    nodes[2].signal("CONT");
-    tokio::time::timeout(Duration::from_secs(5), locker.background_done())
-        .await
-        .expect("the clean-up ends");
-    let other = Some(b"other".to_vec());
-    assert_eq!(holders(&nodes, "job"), [other.clone(), None, other]);
+    busy_with_server_2_stopped(&[0, 2], timeout, timeout * 3 / 2, Duration::ZERO).await;
 }

@@ -867,13 +867,7 @@ async fn a_wait_that_runs_out_ends_at_its_deadline_with_a_server_stopped() {
     // for the stopped server's RELEASE (`--wait 300ms` took 800 ms).
     let nodes = Server::start_n(3);
     let timeout = Duration::from_secs(1);
-    let locker = Builder::new(&urls(&nodes))
-        .ttl(Duration::from_secs(60))
-        .node_timeout(timeout)
-        .build()
-        .unwrap();
-    let warm = locker.try_lock("warm").await.unwrap(); // connections up
-    locker.unlock(&warm).await.unwrap();
+    let locker = connected_locker(&nodes, timeout).await;
     for node in &nodes[..2] {
         assert!(int(&mut node.conn(), "LOCK.ACQUIRE job other 60000") > 0);
     }

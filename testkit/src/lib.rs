@@ -8,3 +8,20 @@ pub mod shim;
 
 pub use proxy::{in_front_of, DelayProxy};
 pub use server::*;
+
+use redis_lock_client::{Builder, Locker};
+use std::time::Duration;
+
+/// A Locker over `servers` (TTL 60 s, `node_timeout`) whose connections are
+/// open already (a lock taken and let go): for tests about a server that
+/// stops answering, where a first connection would time out differently.
+pub async fn connected_locker(servers: &[Server], node_timeout: Duration) -> Locker {
+    let locker = Builder::new(&urls(servers))
+        .ttl(Duration::from_secs(60))
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    let warm = locker.try_lock("warm").await.unwrap();
+    locker.unlock(&warm).await.unwrap();
+    locker
+}
