@@ -890,3 +890,42 @@ async fn a_wait_that_runs_out_ends_at_its_deadline_with_a_server_stopped() {
         assert_eq!(info_field(&mut c, "lock", "lock_waiters"), "0");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_release_left_travelling_by_an_earlier_call_cannot_free_a_later_calls_grant() {
+    // helper-30: call 1 with the caller's own owner fails; its RELEASE to C
+    // times out but is still on its way (held back 1.5 s on the path).
+    // Call 2, same owner, queues: its WAITs travel on connections of their
+    // own, overtook that RELEASE, counted C (still "me" from call 1), and
+    // the RELEASE then freed C under it: another client took B and C while
+    // call 2 still held the lock.
+    let nodes = Server::start_n(3);
+    let (proxies, via) = in_front_of(&nodes);
+    let locker = Builder::new(&via)
+        .ttl(Duration::from_secs(20))
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    for node in &nodes[..2] {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE k Z 20000") > 0);
+    }
+    proxies[2].delay("LOCK.RELEASE", Duration::from_millis(1500));
+    let me = LockOptions::new().owner("me");
+    assert!(matches!(locker.acquire("k", &me).await, Err(Error::Taken)));
+    for node in &nodes[..2] {
+        assert_eq!(int(&mut node.conn(), "LOCK.RELEASE k Z"), 1);
+    }
+    assert!(int(&mut nodes[1].conn(), "LOCK.ACQUIRE k W 1000") > 0);
+    let waited = me.clone().wait(Duration::from_millis(300));
+    let second = locker.acquire("k", &waited).await;
+    tokio::time::sleep(Duration::from_millis(2000)).await; // the RELEASE lands, W expires
+    let other = Builder::new(&urls(&nodes)).build().unwrap();
+    let taken = other.try_lock("k").await;
+    if let (Ok(second), Ok(taken)) = (&second, &taken) {
+        panic!(
+            "two holders: call 2 ({:?} valid) and another client ({:?})",
+            second.validity(),
+            taken.validity()
+        );
+    }
+}

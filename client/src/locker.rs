@@ -332,6 +332,18 @@ impl Locker {
         self.send(i, cmd, Some(timeout), false, unique)
     }
 
+    /// `cmd` on `targets`, every reply waited for (until `timeout`).
+    pub(crate) async fn round_on(
+        &self,
+        targets: &[usize],
+        cmd: Cmd,
+        timeout: Duration,
+        classify: Classify,
+    ) -> Tally {
+        let round = self.round(targets, cmd, timeout, classify, false).await;
+        round.finish().await
+    }
+
     /// Every node's index (kept, not collected per round).
     fn all(&self) -> &[usize] {
         &self.inner.all

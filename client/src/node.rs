@@ -5,7 +5,7 @@
 use crate::server_ids::{self, SameServers, ServerTag};
 use redis::aio::MultiplexedConnection;
 use redis::{Client, Cmd, ErrorKind, RedisError, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::{oneshot, Mutex};
@@ -110,6 +110,27 @@ pub struct Node {
     /// restarted under the Locker's URLs (`server_ids.rs`).
     last_server: std::sync::Mutex<Option<ServerTag>>,
     same: Arc<SameServers>,
+    /// Not 0: a request on the shared connection was given up (its caller's
+    /// deadline passed) before its reply, so it may still be on its way (a
+    /// stalled server, a slow path); the value tells that doubt from a later
+    /// one. Cleared by the reply to a request sent after it: replies come
+    /// in order. See `Locker::drain_shared`.
+    doubt: AtomicU64,
+}
+
+/// Doubts are told apart by a process-wide count.
+static DOUBTS: AtomicU64 = AtomicU64::new(1);
+
+/// Armed while a request may be on the shared connection: dropped armed
+/// (its caller stopped waiting), it leaves its node in doubt.
+struct Unanswered<'a>(Option<&'a AtomicU64>);
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if let Some(doubt) = self.0 {
+            doubt.store(DOUBTS.fetch_add(1, Ordering::Relaxed), Ordering::Release);
+        }
+    }
 }
 
 /// A reply, and the server whose connection carried it (`server_ids.rs`).
@@ -184,7 +205,14 @@ impl Node {
             opened: AtomicUsize::new(0),
             last_server: std::sync::Mutex::new(None),
             same,
+            doubt: AtomicU64::new(0),
         }
+    }
+
+    /// A request given up on the shared connection may still be on its way
+    /// (see `doubt`).
+    pub(crate) fn in_doubt(&self) -> bool {
+        self.doubt.load(Ordering::Acquire) != 0
     }
 
     /// The server this URL's connections reached last, if it said.
@@ -361,14 +389,25 @@ impl Node {
         let mut resent = false;
         loop {
             let mut used = None;
+            // Read before sending: only a reply to a request sent after the
+            // doubt arose shows that what was given up has been answered.
+            let doubt = self.doubt.load(Ordering::Acquire);
             let attempt = async {
                 let (mut c, id, server) = self.connection().await?;
                 used = Some(id);
+                let mut unanswered = Unanswered(Some(&self.doubt));
                 let reply = cmd.query_async::<Value>(&mut c).await;
+                unanswered.0 = None;
                 reply.map(|v| (v, server))
             };
             match attempt.await {
-                Ok(tagged) => return Ok(tagged),
+                Ok(tagged) => {
+                    if doubt != 0 {
+                        let (set, clear) = (Ordering::AcqRel, Ordering::Relaxed);
+                        let _ = self.doubt.compare_exchange(doubt, 0, set, clear);
+                    }
+                    return Ok(tagged);
+                }
                 Err(e) if broken(&e) => {
                     if let Some(dead) = used {
                         self.forget(dead);

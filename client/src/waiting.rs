@@ -25,13 +25,13 @@ use crate::error::Error;
 use crate::let_go::{mark_unsure, withdraw_late, Caller, Cancel, UNSURE};
 use crate::lock::{Lock, Shared};
 use crate::locker::{lock_cmd, ms, settle_late, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
-use crate::node::is_timeout;
+use crate::node::{is_timeout, Failure};
 use crate::quorum::{self, Answer, Tally};
 use crate::round::{acquire_answer, untag, Pending};
 use crate::server_ids::ServerTag;
 use futures_util::stream::StreamExt;
 use rand::Rng;
-use redis::Cmd;
+use redis::{Cmd, Value};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -186,6 +186,9 @@ impl Locker {
         self.meet_every_node().await;
         if let Some(two) = self.two_urls_of_one_server(&[]) {
             return Err(two);
+        }
+        if !req.unique {
+            self.drain_shared(&mut unsure).await;
         }
         let mut fresh = String::new();
         let mut pass = 0u32;
@@ -468,6 +471,36 @@ impl Locker {
             }
         }
         None
+    }
+
+    /// Before the first WAIT of a caller's own owner: an earlier call of
+    /// that owner may have left a RELEASE on its way on a node's shared
+    /// connection (it timed out there, so the call could not wait for it).
+    /// Our WAITs travel on connections of their own and could overtake it;
+    /// landing after our grant, it would free it (helper-30: two holders).
+    /// On each node where something given up may still be on its way
+    /// (`Node::in_doubt`; usually none), a `LOCK.SERVERID` on the shared
+    /// connection, answered only after everything sent before it there; a
+    /// node that does not answer in time is left out of this call, like
+    /// one whose RELEASE of this call timed out. (A generated owner is new
+    /// for every call.)
+    async fn drain_shared(&self, unsure: &mut [bool]) {
+        let nodes = self.inner.nodes.iter().enumerate();
+        let doubtful: Vec<usize> = nodes
+            .filter(|(_, n)| n.in_doubt())
+            .map(|(i, _)| i)
+            .collect();
+        if doubtful.is_empty() {
+            return;
+        }
+        let answered = |r: Result<Value, Failure>| match r {
+            Ok(_) => Answer::Yes(0),
+            Err(e) => crate::round::failed(e),
+        };
+        let cmd = redis::cmd("LOCK.SERVERID");
+        let timeout = self.inner.config.node_timeout;
+        let drained = self.round_on(&doubtful, cmd, timeout, answered).await;
+        mark_unsure(unsure, &drained);
     }
 
     /// Connect to every node not yet connected, so that two URLs of one
