@@ -177,3 +177,45 @@ async fn reentrant_release_resent_makes_two_holders() {
         s.iter().map(|n| holder(n, "job")).collect::<Vec<_>>()
     );
 }
+
+/// A generated owner re-entered by a second handle (`owner(a.owner())`,
+/// REENTRANT): the first handle's unlock RELEASE, its reply lost, was sent
+/// again as a generated owner's may be, and dropped the second handle's
+/// hold too: another client then took the lock from under it (helper-30).
+/// A REENTRANT lock's owner is shared, so its RELEASE is never resent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reentered_generated_owner_is_not_released_twice() {
+    let s = servers(3);
+    let urls: Vec<String> = urls(&s);
+    let l = locker(&urls, 2000);
+    let first = l
+        .acquire("job", &LockOptions::new().reentrant(true))
+        .await
+        .unwrap();
+    assert!(!first.owner_is_private(), "REENTRANT: shared by design");
+    let again = LockOptions::new().owner(first.owner()).reentrant(true);
+    let second = l.acquire("job", &again).await.unwrap();
+    let mut k1 = raw(&s[1]);
+    let mut k2 = raw(&s[2]);
+    s[1].signal("STOP");
+    s[2].signal("STOP");
+    let l2 = l.clone();
+    let unlock = tokio::spawn(async move { l2.unlock(&first).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    lose_replies(&s[1], &mut k1);
+    lose_replies(&s[2], &mut k2);
+    let _ = unlock.await.unwrap(); // its replies are lost on two servers
+    let other = locker(&urls, 300);
+    assert!(
+        other.try_lock("job").await.is_err(),
+        "taken while the second handle holds it ({:?} valid)",
+        second.validity()
+    );
+    for (i, n) in s.iter().enumerate() {
+        assert_eq!(
+            holder(n, "job").map(|h| h.3),
+            Some(1),
+            "node {i}: one hold left"
+        );
+    }
+}

@@ -18,8 +18,9 @@ pub struct Lock {
     ttl: Duration,
     pub(crate) valid_until: Instant,
     pub(crate) shared: Arc<Shared>,
-    /// The owner was generated for the call that took it (see
-    /// `Request::unique`): only then is it released in the background.
+    /// The owner was generated for the call that took it and is not
+    /// REENTRANT (see `Request::unique`): only then is it released in the
+    /// background.
     pub(crate) unique: bool,
 }
 
@@ -81,6 +82,15 @@ impl Lock {
     /// How long the lock is still known to be valid (0 once it may have expired).
     pub fn validity(&self) -> Duration {
         self.valid_until.saturating_duration_since(Instant::now())
+    }
+    /// The owner was made for this lock alone: not given with
+    /// `LockOptions::owner`, not REENTRANT (whose owner other handles
+    /// re-enter). Only such a lock is released behind its holder's back (a
+    /// dropped `AutoLock`, a binding's dropped lock); any other only stops
+    /// renewing and expires with its TTL, since a RELEASE of a shared owner
+    /// could take another handle's or a later call's grant.
+    pub fn owner_is_private(&self) -> bool {
+        self.unique
     }
     /// The TTL it was taken with (and is renewed to).
     pub fn ttl(&self) -> Duration {

@@ -176,8 +176,9 @@ pub(crate) struct Request<'a> {
     pub(crate) owner: &'a str,
     pub(crate) ttl: Duration,
     pub(crate) reentrant: bool,
-    /// The owner was made for this call (no other call can hold it), so
-    /// what it was granted may be released after the call returned.
+    /// The owner was made for this call (no other call can hold it: not
+    /// given by the caller, not REENTRANT), so what it was granted may be
+    /// released after the call returned.
     pub(crate) unique: bool,
 }
 
@@ -654,7 +655,11 @@ impl Locker {
             owner,
             ttl,
             reentrant: opts.reentrant,
-            unique: opts.owner.is_none(),
+            // A REENTRANT lock's owner is meant to be shared: another handle
+            // re-enters it (`owner(held.owner())`), and a background or resent
+            // RELEASE of this one would drop that handle's hold (helper-30:
+            // two holders). Only a generated owner nobody re-enters is ours.
+            unique: opts.owner.is_none() && !opts.reentrant,
         };
         self.acquire_as(&req, opts.wait).await
     }

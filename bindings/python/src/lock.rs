@@ -371,10 +371,17 @@ impl Lock {
 impl Drop for Lock {
     /// Best effort, like the core's AutoLock: stop renewing and release in
     /// the background (not in a forked child, whose runtime is not ours).
+    /// Only a lock whose owner is its own: one taken with `owner=` or
+    /// `reentrant=True` shares its owner with other handles or later calls,
+    /// and a RELEASE from here, overtaken by such a call's WAIT, took its
+    /// grant (helper-30: two holders); it expires with its TTL instead.
     fn drop(&mut self) {
         let shared = &self.shared;
         shared.stop_watchdog();
-        if shared.released.load(Ordering::SeqCst) || shared.pid != std::process::id() {
+        if shared.released.load(Ordering::SeqCst)
+            || shared.pid != std::process::id()
+            || !shared.snapshot().owner_is_private()
+        {
             return;
         }
         if let Ok(rt) = runtime::runtime() {

@@ -137,7 +137,8 @@ impl Locker {
     /// - `auto_renew`: renew in the background every ttl/3 until released;
     ///   `lock.lost` turns True if renewal fails for good.
     /// - `reentrant`, `owner`: the same owner taking it again adds a hold
-    ///   (pass `owner=held.owner`); each release drops one.
+    ///   (pass `owner=held.owner`, every handle reentrant=True); each
+    ///   release drops one. Such a lock is not released when dropped.
     ///
     /// Raises Taken (contention), NoQuorum (servers down or unreachable,
     /// with the per-node causes in `.failures`), Rejected (a server refused),

@@ -253,6 +253,23 @@ def test_a_dropped_lock_is_released_in_the_background(servers):
     locker.lock("dropped", wait=30.0).release()
 
 
+@pytest.mark.parametrize("shared", [{"owner": "me"}, {"reentrant": True}])
+def test_a_dropped_lock_with_a_shared_owner_only_stops_renewing(servers, shared):
+    # helper-30: the background RELEASE of a dropped lock taken with
+    # owner="me", overtaken by a later call's WAIT of that owner, took that
+    # call's grant (two holders). A lock whose owner other handles or calls
+    # may use is left to expire instead.
+    import gc
+
+    urls = servers(3)
+    lock = Locker(urls).lock("shared-drop", ttl=60.0, **shared)
+    del lock
+    gc.collect()
+    time.sleep(0.3)  # a background release would have landed by now
+    with pytest.raises(Taken):
+        Locker(urls).lock("shared-drop")
+
+
 def test_help_is_useful():
     assert "majority" in Locker.__doc__
     assert "Taken" in Locker.lock.__doc__
