@@ -929,3 +929,40 @@ async fn a_release_left_travelling_by_an_earlier_call_cannot_free_a_later_calls_
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_locks_wait_still_queued_elsewhere_is_not_clean_up() {
+    // helper-30: won on A and B, still queued on C (held by Q). What drives
+    // that WAIT is part of the lock while it is held: background_done()
+    // waited for it until C answered (7.7 s there), and so did every
+    // Python exit (2 s). It counts from the let-go on.
+    let nodes = Server::start_n(3);
+    let all = [&nodes[0], &nodes[1], &nodes[2]];
+    for node in &nodes {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE h Q 60000") > 0);
+    }
+    let locker = locker(&nodes);
+    let waiting = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.lock("h", Duration::from_secs(30)).await })
+    };
+    assert!(eventually(Duration::from_secs(2), || {
+        all.iter()
+            .all(|n| info_field(&mut n.conn(), "lock", "lock_waiters") == "1")
+    }));
+    for node in &nodes[..2] {
+        assert_eq!(int(&mut node.conn(), "LOCK.RELEASE h Q"), 1);
+    }
+    let lock = waiting.await.unwrap().unwrap();
+    let done = tokio::time::timeout(Duration::from_millis(500), locker.background_done());
+    assert!(done.await.is_ok(), "waited for a held lock's queued WAIT");
+    locker.unlock(&lock).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), locker.background_done())
+        .await
+        .expect("the let-go's clean-up ends");
+    assert_eq!(
+        info_field(&mut nodes[2].conn(), "lock", "lock_waiters"),
+        "0",
+        "its WAIT on C was withdrawn"
+    );
+}

@@ -12,7 +12,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 
 pub(crate) struct Background {
     /// pid << 32 | pieces running in that process.
@@ -27,6 +27,15 @@ fn split(v: u64) -> (u32, u64) {
 
 fn join(pid: u32, n: u64) -> u64 {
     (u64::from(pid) << 32) | n
+}
+
+/// How a piece of background work is counted: from now, or from a moment
+/// to come (a held lock's let-go: the work before it is not clean-up, and
+/// an exit must not wait for it, helper-30), when its count is sent here.
+#[allow(dead_code, reason = "held only for its drop, which ends the count")]
+pub(crate) enum Counted {
+    Now(Running),
+    Later(oneshot::Receiver<Running>),
 }
 
 /// The process's clean-up.
@@ -68,12 +77,24 @@ impl Background {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.spawn_counted(Counted::Now(self.start()), work);
+        }
+    }
+
+    /// Spawn `work`, counted as `count` says, on the current runtime (if
+    /// any; else it is dropped).
+    pub(crate) fn spawn_counted<F>(&'static self, count: Counted, work: F)
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let running = self.start();
         drop(runtime.spawn(async move {
-            let _running = running;
+            // Held to the end: a count sent later lives in the channel.
+            let _count = count;
             work.await
         }));
     }

@@ -128,7 +128,8 @@ pub(crate) fn withdraw_late(
         return; // nothing out: no task
     }
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
-    BACKGROUND.spawn(async move {
+    let count = Shared::count_from_let_go(&held);
+    BACKGROUND.spawn_counted(count, async move {
         let mut releases = returns;
         let mut interval = locker.inner.config.node_timeout;
         let mut next = Instant::now() + interval;

@@ -1,10 +1,12 @@
 //! A lock held on a majority of nodes, and the state its clones share with
 //! the requests of its acquisition that were still in flight.
 
+use crate::background::{Counted, Running, BACKGROUND};
 use crate::locker::Request;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// A lock held on a majority of nodes. Release it with
 /// [`Locker::unlock`](crate::Locker::unlock); dropping it only lets it
@@ -26,18 +28,63 @@ pub struct Lock {
 
 /// Shared by a Lock's clones; held weakly by the task settling the late
 /// replies of its acquisition.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Shared {
     /// Set once the lock is let go (unlocked, or its acquisition failed):
     /// a grant still on its way to this owner is then released on arrival,
     /// as it is once every clone was dropped (see `settle_late`).
     gone: AtomicBool,
+    /// Background work on this lock's late requests, to be counted as
+    /// clean-up from the let-go on (`count_from_let_go`).
+    on_let_go: Mutex<Vec<oneshot::Sender<Running>>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gone = self.gone.load(Ordering::Acquire);
+        f.debug_struct("Shared").field("gone", &gone).finish()
+    }
+}
+
+impl Drop for Shared {
+    /// Every clone dropped: a let-go too.
+    fn drop(&mut self) {
+        self.count_clean_up();
+    }
 }
 
 impl Shared {
     /// The lock is let go: late grants are released from now on.
     pub(crate) fn let_go(&self) {
         self.gone.store(true, Ordering::Release);
+        self.count_clean_up();
+    }
+
+    fn count_clean_up(&self) {
+        let waiting =
+            std::mem::take(&mut *self.on_let_go.lock().unwrap_or_else(|p| p.into_inner()));
+        for work in waiting {
+            let _ = work.send(BACKGROUND.start()); // ended already: uncounted at once
+        }
+    }
+
+    /// How background work on the late requests of `shared`'s lock is
+    /// counted: as clean-up from its let-go on (now, if it is let go
+    /// already). While the lock is held that work is part of the lock, and
+    /// an exit must not wait for it (helper-30: a held lock with a WAIT
+    /// still queued on one server held `background_done` until that server
+    /// answered, 7.7 s; every Python exit 2 s).
+    pub(crate) fn count_from_let_go(shared: &Weak<Shared>) -> Counted {
+        let Some(held) = shared.upgrade() else {
+            return Counted::Now(BACKGROUND.start());
+        };
+        let mut waiting = held.on_let_go.lock().unwrap_or_else(|p| p.into_inner());
+        if held.gone.load(Ordering::Acquire) {
+            return Counted::Now(BACKGROUND.start());
+        }
+        let (count, counted) = oneshot::channel();
+        waiting.push(count);
+        Counted::Later(counted)
     }
 
     /// Let go, or every clone of the Lock dropped.
@@ -101,5 +148,39 @@ impl Lock {
     /// the servers: a TTL above `lock.max-ttl-ms` is `Rejected` there.
     pub fn set_ttl(&mut self, ttl: Duration) {
         self.ttl = ttl;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::background::background_done;
+
+    async fn done_within(ms: u64) -> bool {
+        let limit = Duration::from_millis(ms);
+        tokio::time::timeout(limit, background_done()).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn work_on_a_held_lock_counts_as_clean_up_from_its_let_go() {
+        let held = Arc::new(Shared::default());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let count = Shared::count_from_let_go(&Arc::downgrade(&held));
+        BACKGROUND.spawn_counted(count, async move {
+            let _ = stopped.await;
+        });
+        assert!(done_within(50).await, "held: not clean-up yet");
+        held.let_go();
+        assert!(!done_within(50).await, "let go: counted until it ends");
+        stop.send(()).unwrap();
+        assert!(done_within(1000).await);
+        // Dropping every clone is a let-go too; work that ended first is
+        // counted off at once.
+        let dropped = Arc::new(Shared::default());
+        let count = Shared::count_from_let_go(&Arc::downgrade(&dropped));
+        BACKGROUND.spawn_counted(count, async {});
+        tokio::task::yield_now().await;
+        drop(dropped);
+        assert!(done_within(1000).await);
     }
 }

@@ -81,6 +81,7 @@ pub(crate) fn settle_late(
         return;
     }
     let (name, owner, unique) = (req.name.to_string(), req.owner.to_string(), req.unique);
+    let count = Shared::count_from_let_go(&shared);
     let settle = async move {
         while let Some((i, reply)) = late.next().await {
             let granted = matches!(acquire_answer(untag(reply).0), Answer::Yes(_));
@@ -90,8 +91,8 @@ pub(crate) fn settle_late(
         }
     };
     match until {
-        Some(at) => BACKGROUND.spawn(tokio::time::timeout_at(at, settle)),
-        None => BACKGROUND.spawn(settle),
+        Some(at) => BACKGROUND.spawn_counted(count, tokio::time::timeout_at(at, settle)),
+        None => BACKGROUND.spawn_counted(count, settle),
     }
 }
 
