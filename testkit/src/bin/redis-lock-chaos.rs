@@ -15,7 +15,7 @@
 use clap::{Parser, ValueEnum};
 use rand::seq::SliceRandom;
 use rand::Rng;
-use redis_lock_client::{Builder, Error};
+use redis_lock_client::{Builder, Error, LockOptions};
 use redis_lock_testkit::chaos::{self, Record, Write, WriteResult};
 use redis_lock_testkit::shim::ClockOffset;
 use redis_lock_testkit::Server;
@@ -222,6 +222,7 @@ fn worker(
     });
     let stop = Instant::now() + Duration::from_secs(seconds);
     let mut rng = rand::thread_rng();
+    let own = format!("chaos-worker-{}", std::process::id());
     while Instant::now() < stop {
         let requested = mono_ns();
         let acquired = match plain.as_mut() {
@@ -229,13 +230,20 @@ fn worker(
                 setnx_lock(con, ttl).map(|(owner, token, until)| (Held::Plain(owner, until), token))
             }
             // Some acquisitions wait in the servers' queues, the others try
-            // once and poll: both kinds meet on the same key.
+            // once and poll: both kinds meet on the same key. A third use
+            // the worker's own owner, the same in every call (what a
+            // RELEASE left travelling by one call must not take from a
+            // later one); the rest a generated one.
             None => rt
                 .block_on(async {
+                    let mut opts = LockOptions::new();
+                    if rng.gen_bool(1.0 / 3.0) {
+                        opts = opts.owner(own.as_str());
+                    }
                     if rng.gen_bool(queued_share) {
-                        locker.lock("chaos", ttl).await
+                        locker.acquire("chaos", &opts.wait(ttl)).await
                     } else {
-                        let got = locker.try_lock("chaos").await;
+                        let got = locker.acquire("chaos", &opts).await;
                         if got.is_err() {
                             // A polling client's pause (rslock, redsync: ~50-250 ms).
                             let pause = rng.gen_range(20..=200);
