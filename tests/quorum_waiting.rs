@@ -966,3 +966,54 @@ async fn a_held_locks_wait_still_queued_elsewhere_is_not_clean_up() {
         "its WAIT on C was withdrawn"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_polling_wait_of_an_own_owner_does_not_overtake_its_last_release() {
+    // helper-31: one server, retry_count set (polling). The unlock's
+    // RELEASE is held back past the node timeout; the next call of the
+    // same owner sent its WAIT on a connection of its own, was granted
+    // (same owner), and the RELEASE then freed it: two holders, 6/6. Its
+    // polls now go on the shared connection, behind that RELEASE.
+    let server = Server::start();
+    let proxy = DelayProxy::to(server.port);
+    let locker = Builder::new(&[proxy.url()])
+        .ttl(Duration::from_secs(20))
+        .node_timeout(Duration::from_millis(200))
+        .retry_count(3)
+        .retry_delay(Duration::from_millis(5), Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let me = LockOptions::new().owner("me");
+    let first = locker.acquire("k", &me).await.unwrap();
+    proxy.delay("LOCK.RELEASE", Duration::from_millis(1500));
+    let _ = locker.unlock(&first).await; // times out; still on its way
+    let second = locker.acquire("k", &me.wait(Duration::from_secs(5))).await;
+    tokio::time::sleep(Duration::from_millis(1800)).await; // the RELEASE lands
+    let other = Builder::new(&[server.url()]).build().unwrap();
+    let taken = other.try_lock("k").await;
+    if let (Ok(second), Ok(_)) = (&second, &taken) {
+        panic!(
+            "two holders: the second call ({:?} valid) and another client",
+            second.validity()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_own_owners_late_wait_is_not_waited_for_as_clean_up() {
+    // helper-31: a caller's own owner's WAIT still travelling after its lock
+    // was won and unlocked is only driven, never given back: counting it as
+    // clean-up kept background_done() pending while it stayed queued (8 s+).
+    let nodes = Server::start_n(3);
+    let (proxies, via) = in_front_of(&nodes);
+    let locker = locker_on(&via);
+    let warm = locker.try_lock("warm").await.unwrap();
+    locker.unlock(&warm).await.unwrap();
+    proxies[2].delay("TICKET", Duration::from_millis(800));
+    let me = LockOptions::new().owner("me").wait(Duration::from_secs(60));
+    let lock = locker.acquire("k", &me).await.unwrap();
+    locker.unlock(&lock).await.unwrap();
+    assert!(int(&mut nodes[2].conn(), "LOCK.ACQUIRE k h 20000") > 0);
+    let done = tokio::time::timeout(Duration::from_secs(3), locker.background_done());
+    assert!(done.await.is_ok(), "waited for a WAIT nobody gives back");
+}

@@ -36,6 +36,8 @@ fn join(pid: u32, n: u64) -> u64 {
 pub(crate) enum Counted {
     Now(Running),
     Later(oneshot::Receiver<Running>),
+    /// Not clean-up at all (work that gives nothing back).
+    Never,
 }
 
 /// The process's clean-up.

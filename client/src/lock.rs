@@ -20,6 +20,9 @@ pub struct Lock {
     ttl: Duration,
     pub(crate) valid_until: Instant,
     pub(crate) shared: Arc<Shared>,
+    /// Taken REENTRANT: released only where its own hold is confirmed
+    /// (`Shared::holds`).
+    pub(crate) reentrant: bool,
     /// The owner was generated for the call that took it and is not
     /// REENTRANT (see `Request::unique`): only then is it released in the
     /// background.
@@ -37,6 +40,11 @@ pub(crate) struct Shared {
     /// Background work on this lock's late requests, to be counted as
     /// clean-up from the let-go on (`count_from_let_go`).
     on_let_go: Mutex<Vec<oneshot::Sender<Running>>>,
+    /// A REENTRANT lock's nodes where its own hold is confirmed (a grant
+    /// replied), each to be released exactly once: by the unlock, or on
+    /// arrival once the lock is let go. A RELEASE where its hold did not
+    /// land drops another handle's (helper-31: two holders).
+    holds: Mutex<Vec<usize>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -58,6 +66,40 @@ impl Shared {
     pub(crate) fn let_go(&self) {
         self.gone.store(true, Ordering::Release);
         self.count_clean_up();
+    }
+
+    /// A REENTRANT lock's holds confirmed by its acquisition.
+    pub(crate) fn hold_on(&self, nodes: impl IntoIterator<Item = usize>) {
+        self.holds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(nodes);
+    }
+
+    /// A REENTRANT lock's grant on `node` that came after its acquisition
+    /// returned: kept for the unlock, or, the lock let go already (or every
+    /// clone dropped), true: release it now.
+    pub(crate) fn late_hold(shared: &Weak<Shared>, node: usize) -> bool {
+        let Some(held) = shared.upgrade() else {
+            return true;
+        };
+        let mut holds = held.holds.lock().unwrap_or_else(|p| p.into_inner());
+        if held.gone.load(Ordering::Acquire) {
+            return true;
+        }
+        holds.push(node);
+        false
+    }
+
+    /// Let go a REENTRANT lock: the nodes where its holds are to be
+    /// released (a late grant after this is released on arrival).
+    pub(crate) fn let_go_holds(&self) -> Vec<usize> {
+        let mut holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+        self.gone.store(true, Ordering::Release);
+        let nodes = std::mem::take(&mut *holds);
+        drop(holds);
+        self.count_clean_up();
+        nodes
     }
 
     fn count_clean_up(&self) {
@@ -109,6 +151,7 @@ impl Lock {
             ttl: req.ttl,
             valid_until: start,
             shared,
+            reentrant: req.reentrant,
             unique: req.unique,
         }
     }

@@ -2,7 +2,7 @@
 //! operation is one helper, [`Locker::round`], fanning a command out to all
 //! nodes in parallel and tallying the answers.
 
-use crate::background::BACKGROUND;
+use crate::background::{Counted, BACKGROUND};
 use crate::config::Config;
 use crate::error::{Error, NodeFailure};
 use crate::let_go::release_timed_out;
@@ -81,12 +81,25 @@ pub(crate) fn settle_late(
         return;
     }
     let (name, owner, unique) = (req.name.to_string(), req.owner.to_string(), req.unique);
-    let count = Shared::count_from_let_go(&shared);
+    let reentrant = req.reentrant;
+    // Only what gives back is clean-up; a caller's own (not REENTRANT)
+    // owner's late replies are only driven (helper-31: background_done
+    // waited for a WAIT nobody would withdraw).
+    let count = match unique || reentrant {
+        true => Shared::count_from_let_go(&shared),
+        false => Counted::Never,
+    };
     let settle = async move {
         while let Some((i, reply)) = late.next().await {
             let granted = matches!(acquire_answer(untag(reply).0), Answer::Yes(_));
-            if granted && unique && Shared::is_let_go(&shared) {
-                let _ = locker.release_on(i, &name, &owner, true).await;
+            // A REENTRANT lock's late hold is its own, wherever it landed:
+            // kept for its unlock, or given back at once once let go.
+            let give_back = match reentrant {
+                true => granted && Shared::late_hold(&shared, i),
+                false => granted && unique && Shared::is_let_go(&shared),
+            };
+            if give_back {
+                let _ = locker.release_on(i, &name, &owner, unique).await;
             }
         }
     };
@@ -396,10 +409,16 @@ impl Locker {
             // a grant that lands after the lock was let go is released.
             let (tally, late) = round.split();
             let shared = Arc::new(Shared::default());
+            if req.reentrant {
+                shared.hold_on(tally.granted());
+            }
             match late {
                 Late::None => {}
-                Late::OnOpen(late, deadline) => self.inner.stragglers.drive(deadline, late),
-                Late::Drive(late, deadline) => settle_late(
+                // A REENTRANT lock's late grants are recorded, not only driven.
+                Late::OnOpen(late, deadline) if !req.reentrant => {
+                    self.inner.stragglers.drive(deadline, late)
+                }
+                Late::OnOpen(late, deadline) | Late::Drive(late, deadline) => settle_late(
                     self.clone(),
                     req,
                     late,
@@ -411,9 +430,7 @@ impl Locker {
             match self.fence(&tally, &mut lock, start).await {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
-                    shared.let_go();
-                    let released =
-                        Box::pin(self.release_everywhere(req.name, req.owner, req.unique)).await;
+                    let released = Box::pin(self.let_go(&lock)).await;
                     *unsure |= release_timed_out(&released).next().is_some();
                     return Err(e);
                 }
@@ -428,7 +445,16 @@ impl Locker {
             // elsewhere, refused): nothing can have landed, and a busy key
             // is the common failure of a try.
             let tally = round.finish().await;
-            if !(tally.yes.is_empty() && tally.failures.is_empty()) {
+            if req.reentrant {
+                // Only where its own hold is confirmed: elsewhere a RELEASE
+                // would drop the hold of the handle it re-enters (helper-31:
+                // a re-entry failing on dead connections freed the lock).
+                let held: Vec<usize> = tally.granted().collect();
+                if !held.is_empty() {
+                    let released = Box::pin(self.release_holds(req, &held)).await;
+                    *unsure |= release_timed_out(&released).next().is_some();
+                }
+            } else if !(tally.yes.is_empty() && tally.failures.is_empty()) {
                 let released = Box::pin(self.release_everywhere(req.name, req.owner, false)).await;
                 *unsure |= release_timed_out(&released).next().is_some();
             }
@@ -439,6 +465,33 @@ impl Locker {
             Verdict::Rejected => self.rejected(&tally),
             _ => Error::Taken,
         })
+    }
+
+    /// `LOCK.RELEASE` of `req`'s owner on `nodes` only, never resent (a
+    /// REENTRANT lock's confirmed holds).
+    async fn release_holds(&self, req: &Request<'_>, nodes: &[usize]) -> Tally {
+        let cmd = release_cmd(req.name, req.owner);
+        let timeout = self.inner.config.node_timeout;
+        self.round_on(nodes, cmd, timeout, code_answer).await
+    }
+
+    /// Let `lock` go and give back what it holds: everywhere, or for a
+    /// REENTRANT lock where its own holds are confirmed.
+    pub(crate) async fn let_go(&self, lock: &Lock) -> Tally {
+        if lock.reentrant {
+            let held = lock.shared.let_go_holds();
+            let req = Request {
+                name: lock.name(),
+                owner: lock.owner(),
+                ttl: lock.ttl(),
+                reentrant: true,
+                unique: false,
+            };
+            return self.release_holds(&req, &held).await;
+        }
+        lock.shared.let_go();
+        self.release_everywhere(lock.name(), lock.owner(), lock.unique)
+            .await
     }
 
     /// Give back what a failed pass of an owner made for this call may
@@ -667,6 +720,14 @@ impl Locker {
 
     async fn acquire_as(&self, req: &Request<'_>, wait: Duration) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
+        // A REENTRANT grant through each URL of one server is a hold each,
+        // one of them not a vote: refuse such a list, as a queued wait does.
+        if req.reentrant && self.inner.nodes.len() > 1 {
+            self.meet_every_node().await;
+            if let Some(two) = self.two_urls_of_one_server(&[]) {
+                return Err(two);
+            }
+        }
         let single = self.inner.nodes.len() == 1;
         // A wait too long for the clock (`Duration::MAX`: "forever") is a
         // century: no panic on the addition.
@@ -680,7 +741,10 @@ impl Locker {
         // the wait ends or the caller leaves is withdrawn, not granted later.
         // (A wait under a millisecond is a single round: the deadline would
         // pass before the queued requests went out.)
-        if wait >= Duration::from_millis(1) && cfg.retry_count.is_none() {
+        // Not REENTRANT: a queued wait gives back where its hold is not
+        // confirmed too (to withdraw its WAITs), which would drop the hold
+        // of the handle it re-enters; a REENTRANT wait polls instead.
+        if wait >= Duration::from_millis(1) && cfg.retry_count.is_none() && !req.reentrant {
             let mut fresh = String::new();
             let mut queued = *req;
             // A free key first, with one plain round as `try_lock` does: a
@@ -718,7 +782,12 @@ impl Locker {
                 _ => req.next_pass(&mut fresh),
             };
             let left = deadline.saturating_duration_since(Instant::now());
-            let server_wait = (single && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
+            // A WAIT travels on a connection of its own, past a RELEASE of
+            // this owner that an earlier call left on the shared one: only
+            // for an owner made for this call (helper-31: with retry_count,
+            // a caller's own owner got two holders that way).
+            let server_wait =
+                (single && req.unique && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
             let (got, unsure) = self.try_once(&pass, server_wait).await;
             let err = match got {
                 Ok(lock) => return Ok(lock),
@@ -790,10 +859,7 @@ impl Locker {
     /// Release on every node. Ok when a majority released it; `Expired` when
     /// it was no longer held on a majority.
     pub async fn unlock(&self, lock: &Lock) -> Result<(), Error> {
-        lock.shared.let_go();
-        let tally = self
-            .release_everywhere(lock.name(), lock.owner(), lock.unique)
-            .await;
+        let tally = self.let_go(lock).await;
         match tally.final_verdict() {
             Verdict::Quorum => Ok(()),
             Verdict::Unreachable => Err(self.no_quorum(&tally)),

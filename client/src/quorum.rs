@@ -73,6 +73,9 @@ pub struct Tally {
     pub rejected: Vec<(usize, String)>,
     /// The servers whose yes counted (one each, whatever the URLs).
     voters: Voters,
+    /// Nodes that said yes through a server whose yes already counted: no
+    /// vote, but a grant (a REENTRANT hold) all the same.
+    pub(crate) aliased: Vec<usize>,
 }
 
 /// How a round ended.
@@ -122,13 +125,26 @@ impl Tally {
     /// server whose yes already counted through another node (two URLs
     /// reaching one server) is no vote, and is counted as refused.
     pub(crate) fn add_from(&mut self, node: usize, server: Option<&ServerTag>, answer: Answer) {
-        match self.voters.count(node, server, answer) {
+        let granted = matches!(answer, Answer::Yes(_));
+        let counted = self.voters.count(node, server, answer);
+        if granted && !matches!(counted, Answer::Yes(_)) {
+            self.aliased.push(node);
+        }
+        match counted {
             Answer::Yes(token) => self.yes.push((node, token)),
             Answer::Busy => self.busy += 1,
             Answer::Gone => self.gone += 1,
             Answer::Failed(cause) => self.failures.push((node, cause)),
             Answer::Rejected(message) => self.rejected.push((node, message)),
         }
+    }
+
+    /// Every node whose grant replied, counted as a vote or not.
+    pub(crate) fn granted(&self) -> impl Iterator<Item = usize> + '_ {
+        self.yes
+            .iter()
+            .map(|&(i, _)| i)
+            .chain(self.aliased.iter().copied())
     }
 
     fn answered(&self) -> usize {

@@ -445,7 +445,7 @@ impl Locker {
     /// grant just made through the other, which the server then handed on
     /// while the wait counted it (two holders; attack runs, helper-19 and
     /// -20). Polling rounds count such a server once instead.
-    fn two_urls_of_one_server(&self, answered: &[Option<ServerTag>]) -> Option<Error> {
+    pub(crate) fn two_urls_of_one_server(&self, answered: &[Option<ServerTag>]) -> Option<Error> {
         let servers: Vec<Option<ServerTag>> = (0..self.inner.nodes.len())
             .map(|i| {
                 let seen = answered.get(i).cloned().flatten();
@@ -465,7 +465,8 @@ impl Locker {
                 let names = &self.inner.names;
                 return Some(Error::Config(format!(
                     "servers {} and {} reach the same server (run_id/db {a}): \
-                     a wait through the servers' queues needs each server listed once",
+                     a wait through the servers' queues, and a REENTRANT lock, \
+                     need each server listed once",
                     names[j], names[i]
                 )));
             }
@@ -511,7 +512,7 @@ impl Locker {
     /// again (at least `MEET_GRACE_MIN`): a stalled server must not hold up
     /// every wait of a new Locker by the node timeout. A node not met by
     /// then is checked by its first reply.
-    async fn meet_every_node(&self) {
+    pub(crate) async fn meet_every_node(&self) {
         let nodes = &self.inner.nodes;
         if nodes.iter().all(|n| n.is_connected()) {
             return;

@@ -1,0 +1,118 @@
+//! REENTRANT locks re-entered by a second handle (`owner(held.owner())`):
+//! every RELEASE must take back a hold of its own handle, never another's.
+//! Server-side holds are counted per owner, so a RELEASE sent where this
+//! handle's ACQUIRE never landed drops the other handle's hold (attack run
+//! helper-31: two holders both ways below, 5/5 and 6/6).
+
+mod common;
+use common::*;
+use redis_lock_client::{Builder, Lock, LockOptions, Locker};
+use std::time::Duration;
+
+fn locker(urls: &[String]) -> Locker {
+    Builder::new(urls)
+        .ttl(Duration::from_secs(20))
+        .node_timeout(Duration::from_millis(300))
+        .retry_delay(Duration::from_millis(5), Duration::from_millis(10))
+        .build()
+        .unwrap()
+}
+
+/// The client's shared connection to `s` dies: the next request on it
+/// fails before it is sent (and an ACQUIRE is never sent again).
+fn kill_clients(s: &Server) {
+    q(&mut s.conn(), "CLIENT KILL TYPE normal SKIPME yes").unwrap();
+}
+
+fn holds(servers: &[Server]) -> Vec<Option<i64>> {
+    servers
+        .iter()
+        .map(|n| status(&mut n.conn(), "k").map(|h| h.3))
+        .collect()
+}
+
+/// `first` still holds: nobody else can take the lock.
+async fn still_exclusive(urls: &[String], first: &Lock) {
+    let other = locker(urls).try_lock("k").await;
+    assert!(
+        other.is_err(),
+        "taken by another client while the first handle holds it ({:?} valid)",
+        first.validity()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_re_entry_gives_back_only_its_own_holds() {
+    // The re-entry's ACQUIREs to servers 1 and 2 fail unsent: it fails, and
+    // its clean-up RELEASEd everywhere, freeing the first handle there.
+    let s = Server::start_n(3);
+    let urls = urls(&s);
+    let l = locker(&urls);
+    let first = l
+        .acquire("k", &LockOptions::new().reentrant(true))
+        .await
+        .unwrap();
+    for n in &s[1..] {
+        kill_clients(n);
+    }
+    let again = LockOptions::new().reentrant(true).owner(first.owner());
+    assert!(
+        l.acquire("k", &again).await.is_err(),
+        "a minority re-entered"
+    );
+    assert_eq!(
+        holds(&s),
+        [Some(1), Some(1), Some(1)],
+        "the first handle's holds"
+    );
+    still_exclusive(&urls, &first).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_re_entry_unlocks_only_where_it_landed() {
+    // Each re-entry wins without one server (its connection dead), then its
+    // unlock RELEASEd there too: after two, the first handle held one server.
+    let s = Server::start_n(3);
+    let urls = urls(&s);
+    let l = locker(&urls);
+    let first = l
+        .acquire("k", &LockOptions::new().reentrant(true))
+        .await
+        .unwrap();
+    let again = LockOptions::new().reentrant(true).owner(first.owner());
+    for victim in [2, 1] {
+        kill_clients(&s[victim]);
+        let second = l.acquire("k", &again).await.unwrap();
+        l.unlock(&second).await.unwrap();
+        assert_eq!(
+            holds(&s),
+            [Some(1), Some(1), Some(1)],
+            "after the re-entry missed {victim}"
+        );
+    }
+    still_exclusive(&urls, &first).await;
+    l.unlock(&first).await.unwrap();
+    assert_eq!(holds(&s), [None, None, None]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_re_entrys_late_hold_is_given_back_by_its_unlock() {
+    // Server 2 answers the re-entry late (after the majority): its hold
+    // there is recorded when it lands and released by the unlock, once.
+    let s = Server::start_n(3);
+    let (proxies, via) = in_front_of(&s);
+    let l = locker(&via);
+    let first = l
+        .acquire("k", &LockOptions::new().reentrant(true))
+        .await
+        .unwrap();
+    proxies[2].delay("LOCK.ACQUIRE", Duration::from_millis(150));
+    let again = LockOptions::new().reentrant(true).owner(first.owner());
+    let second = l.acquire("k", &again).await.unwrap();
+    assert!(eventually(Duration::from_secs(3), || holds(&s)
+        == [Some(2), Some(2), Some(2)]));
+    l.unlock(&second).await.unwrap();
+    assert_eq!(holds(&s), [Some(1), Some(1), Some(1)]);
+    l.unlock(&first).await.unwrap();
+    assert_eq!(holds(&s), [None, None, None]);
+}
