@@ -69,7 +69,9 @@ pub(crate) const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u
 /// left): a WAIT of a lock that was dropped while it was still queued
 /// elsewhere must not hold that server for a fresh TTL. Only for an owner
 /// made for this call: a caller's own owner may be in a newer call by the
-/// time a late grant lands, and releasing would take that call's grant.
+/// time a late grant lands, and releasing would take that call's grant. A
+/// REENTRANT lock's late grant is a hold of its own whoever shares the
+/// owner: recorded for its unlock, or released at once if it was let go.
 pub(crate) fn settle_late(
     locker: Locker,
     req: &Request<'_>,
