@@ -2,25 +2,22 @@
 //! operation is one helper, [`Locker::round`], fanning a command out to all
 //! nodes in parallel and tallying the answers.
 
-use crate::background::{Counted, BACKGROUND};
+use crate::background::BACKGROUND;
 use crate::config::Config;
 use crate::error::{Error, NodeFailure};
-use crate::let_go::release_timed_out;
+use crate::let_go::{release_timed_out, release_when_answered, settle_late};
 use crate::lock::{Lock, Shared};
 use crate::node::{is_timeout, within, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
-use crate::round::{acquire_answer, code_answer, untag, Classify, Late, Pending, Reply, Round};
+use crate::round::{acquire_answer, code_answer, Classify, Late, Reply, Round};
 use crate::server_ids::{SameServers, ServerTag};
 use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
-use futures_util::stream::StreamExt;
 use rand::Rng;
 use redis::{Cmd, Value};
-use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::time::Sleep;
 
 pub(crate) struct Inner {
     pub(crate) nodes: Vec<Arc<Node>>,
@@ -60,91 +57,6 @@ const HOLDERS_GRACE_MIN: Duration = Duration::from_millis(1);
 
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
 pub(crate) const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
-
-/// Late replies of an acquisition, handled after it returned (until
-/// `until`, if the requests have no deadline of their own): a grant that
-/// lands after the lock was let go is released at once. Let go: its
-/// acquisition failed, `unlock` ran first (a request still connecting can
-/// reach a node after the release), or the Lock was dropped (no clone
-/// left): a WAIT of a lock that was dropped while it was still queued
-/// elsewhere must not hold that server for a fresh TTL. Only for an owner
-/// made for this call: a caller's own owner may be in a newer call by the
-/// time a late grant lands, and releasing would take that call's grant. A
-/// REENTRANT lock's late grant is a hold of its own whoever shares the
-/// owner: recorded for its unlock, or released at once if it was let go.
-pub(crate) fn settle_late(
-    locker: Locker,
-    req: &Request<'_>,
-    mut late: Pending,
-    shared: Weak<Shared>,
-    until: Option<tokio::time::Instant>,
-) {
-    if late.is_empty() {
-        return;
-    }
-    let (name, owner, unique) = (req.name.to_string(), req.owner.to_string(), req.unique);
-    let reentrant = req.reentrant;
-    // Only what gives back is clean-up; a caller's own (not REENTRANT)
-    // owner's late replies are only driven (helper-31: background_done
-    // waited for a WAIT nobody would withdraw).
-    let count = match unique || reentrant {
-        true => Shared::count_from_let_go(&shared),
-        false => Counted::Never,
-    };
-    let settle = async move {
-        while let Some((i, reply)) = late.next().await {
-            let granted = matches!(acquire_answer(untag(reply).0), Answer::Yes(_));
-            // A REENTRANT lock's late hold is its own, wherever it landed:
-            // kept for its unlock, or given back at once once let go.
-            let give_back = match reentrant {
-                true => granted && Shared::late_hold(&shared, i),
-                false => granted && unique && Shared::is_let_go(&shared),
-            };
-            if give_back {
-                let _ = locker.release_on(i, &name, &owner, unique).await;
-            }
-        }
-    };
-    match until {
-        Some(at) => BACKGROUND.spawn_counted(count, tokio::time::timeout_at(at, settle)),
-        None => BACKGROUND.spawn_counted(count, settle),
-    }
-}
-
-/// The background half of `Locker::give_back_pass`: `silent` nodes of a
-/// failed pass, whose requests may still be in flight (`late`, until its
-/// deadline); each that grants, or says nothing by then, is sent a RELEASE
-/// (an owner made for one call: sent again on a new connection if need be).
-fn release_when_answered(
-    locker: Locker,
-    req: &Request<'_>,
-    late: Option<(Pending, Pin<Box<Sleep>>)>,
-    mut silent: Vec<usize>,
-) {
-    let (name, owner) = (req.name.to_string(), req.owner.to_string());
-    BACKGROUND.spawn(async move {
-        let mut held = Vec::new();
-        if let Some((mut late, deadline)) = late {
-            let answers = async {
-                while let Some((i, reply)) = late.next().await {
-                    silent.retain(|&s| s != i);
-                    if let Answer::Yes(_) | Answer::Failed(_) = acquire_answer(untag(reply).0) {
-                        held.push(i);
-                    }
-                }
-            };
-            tokio::select! {
-                () = answers => {}
-                () = deadline => {}
-            }
-        }
-        held.append(&mut silent);
-        let releases = held
-            .iter()
-            .map(|&i| locker.release_on(i, &name, &owner, true));
-        futures_util::future::join_all(releases).await;
-    });
-}
 
 /// `command name owner`, with room for the options that follow: built at
 /// its final size at once, not grown an argument at a time (every lock

@@ -22,9 +22,9 @@
 
 use crate::background::BACKGROUND;
 use crate::error::Error;
-use crate::let_go::{mark_unsure, withdraw_late, Caller, Cancel, UNSURE};
+use crate::let_go::{mark_unsure, settle_late, withdraw_late, Caller, Cancel, UNSURE};
 use crate::lock::{Lock, Shared};
-use crate::locker::{lock_cmd, ms, settle_late, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
+use crate::locker::{lock_cmd, ms, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
 use crate::node::{is_timeout, Failure};
 use crate::quorum::{self, Answer, Tally};
 use crate::round::{acquire_answer, untag, Pending};
