@@ -41,10 +41,9 @@ async fn still_exclusive(urls: &[String], first: &Lock) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_failed_re_entry_gives_back_only_its_own_holds() {
-    // The re-entry's ACQUIREs to servers 1 and 2 fail unsent: it fails, and
-    // its clean-up RELEASEd everywhere, freeing the first handle there.
+/// Three servers, a Locker over them, and "k" held REENTRANT (one hold on
+/// each server).
+async fn held_reentrant() -> (Vec<Server>, Vec<String>, Locker, Lock) {
     let s = Server::start_n(3);
     let urls = urls(&s);
     let l = locker(&urls);
@@ -52,6 +51,14 @@ async fn a_failed_re_entry_gives_back_only_its_own_holds() {
         .acquire("k", &LockOptions::new().reentrant(true))
         .await
         .unwrap();
+    (s, urls, l, first)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_re_entry_gives_back_only_its_own_holds() {
+    // The re-entry's ACQUIREs to servers 1 and 2 fail unsent: it fails, and
+    // its clean-up RELEASEd everywhere, freeing the first handle there.
+    let (s, urls, l, first) = held_reentrant().await;
     for n in &s[1..] {
         kill_clients(n);
     }
@@ -72,13 +79,7 @@ async fn a_failed_re_entry_gives_back_only_its_own_holds() {
 async fn a_re_entry_unlocks_only_where_it_landed() {
     // Each re-entry wins without one server (its connection dead), then its
     // unlock RELEASEd there too: after two, the first handle held one server.
-    let s = Server::start_n(3);
-    let urls = urls(&s);
-    let l = locker(&urls);
-    let first = l
-        .acquire("k", &LockOptions::new().reentrant(true))
-        .await
-        .unwrap();
+    let (s, urls, l, first) = held_reentrant().await;
     let again = LockOptions::new().reentrant(true).owner(first.owner());
     for victim in [2, 1] {
         kill_clients(&s[victim]);
