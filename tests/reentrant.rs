@@ -117,3 +117,47 @@ async fn a_re_entrys_late_hold_is_given_back_by_its_unlock() {
     l.unlock(&first).await.unwrap();
     assert_eq!(holds(&s), [None, None, None]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_handles_unlock_leaves_a_fresh_re_entry_alone() {
+    // helper-32: the first handle's lock expired everywhere; the owner was
+    // granted afresh to a second handle; the first handle's unlock then
+    // RELEASEd its recorded holds: the second's (two holders, 5/5).
+    let s = Server::start_n(3);
+    let urls = urls(&s);
+    let l = locker(&urls);
+    let short = LockOptions::new()
+        .reentrant(true)
+        .ttl(Duration::from_millis(500));
+    let first = l.acquire("k", &short).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let again = LockOptions::new().reentrant(true).owner(first.owner());
+    let second = l.acquire("k", &again).await.unwrap();
+    assert!(
+        l.unlock(&first).await.is_err(),
+        "expired: nothing to give back"
+    );
+    assert_eq!(
+        holds(&s),
+        [Some(1), Some(1), Some(1)],
+        "the second handle's"
+    );
+    still_exclusive(&urls, &second).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shorter_re_entry_does_not_cut_the_first_handle_short() {
+    // helper-32: a re-entry with a 500 ms TTL set every server's deadline
+    // to 500 ms; unlocked, the lock then expired under the first handle
+    // (20 s): another client took it (5/5).
+    let (s, urls, l, first) = held_reentrant().await;
+    let brief = LockOptions::new()
+        .reentrant(true)
+        .owner(first.owner())
+        .ttl(Duration::from_millis(500));
+    let second = l.acquire("k", &brief).await.unwrap();
+    l.unlock(&second).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(holds(&s), [Some(1), Some(1), Some(1)]);
+    still_exclusive(&urls, &first).await;
+}

@@ -393,7 +393,14 @@ impl Locker {
     /// REENTRANT lock where its own holds are confirmed.
     pub(crate) async fn let_go(&self, lock: &Lock) -> Tally {
         if lock.reentrant {
-            let held = lock.shared.let_go_holds();
+            let mut held = lock.shared.let_go_holds();
+            // Past its validity its holds may be gone, and the owner granted
+            // afresh to another handle: a RELEASE would drop that one's
+            // (helper-32: two holders). Left to expire; the unlock says
+            // `Expired`.
+            if lock.validity().is_zero() {
+                held.clear();
+            }
             let req = Request {
                 name: lock.name(),
                 owner: lock.owner(),

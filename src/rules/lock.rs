@@ -101,9 +101,16 @@ pub fn acquire(
             if !lock.held_by(owner) {
                 return Acquire::Busy;
             }
-            lock.deadline = now.saturating_add(ttl);
+            let renewed = now.saturating_add(ttl);
             if reentrant {
                 lock.holds = lock.holds.saturating_add(1);
+                // A re-entry never shortens the lock: the other holds count
+                // on its deadline (helper-32: a re-entry with a shorter TTL,
+                // then released, let the lock expire under the first
+                // handle's feet: two holders).
+                lock.deadline = lock.deadline.max(renewed);
+            } else {
+                lock.deadline = renewed; // a retry: what the request set
             }
             Acquire::Renewed {
                 token: lock.token,
@@ -262,6 +269,17 @@ mod tests {
         assert_eq!(acquire(Some(&mut l), b"b", 10, false, 100), Acquire::Free);
         assert_eq!(release(Some(&mut l), b"a", 100), Release::NotHeld);
         assert_eq!(extend(Some(&mut l), b"a", 10, 100), Extend::NotHeld);
+    }
+
+    #[test]
+    fn a_re_entry_never_shortens_the_lock() {
+        let mut l = held("a", 3, 1000, 0);
+        acquire(Some(&mut l), b"a", 100, true, 10);
+        assert_eq!(l.deadline, 1000, "a shorter re-entry keeps the deadline");
+        acquire(Some(&mut l), b"a", 5000, true, 20);
+        assert_eq!(l.deadline, 5020, "a longer one extends it");
+        acquire(Some(&mut l), b"a", 100, false, 30);
+        assert_eq!(l.deadline, 130, "a plain retry sets what it asks");
     }
 
     #[test]

@@ -47,7 +47,12 @@ impl Model {
             if s.0 != owner {
                 return Reply::Nil;
             }
-            s.2 = now + ttl;
+            // A re-entry keeps the later deadline; a plain retry sets it.
+            s.2 = if reentrant {
+                s.2.max(now + ttl)
+            } else {
+                now + ttl
+            };
             s.3 += u32::from(reentrant);
             return Reply::Token(s.1);
         }
