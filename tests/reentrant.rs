@@ -119,30 +119,25 @@ async fn a_re_entrys_late_hold_is_given_back_by_its_unlock() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_expired_handles_unlock_leaves_a_fresh_re_entry_alone() {
-    // helper-32: the first handle's lock expired everywhere; the owner was
-    // granted afresh to a second handle; the first handle's unlock then
-    // RELEASEd its recorded holds: the second's (two holders, 5/5).
+async fn a_renewed_reentrant_auto_lock_is_released_by_its_unlock() {
+    // helper-33: renewed by its watchdog past its TTL, a REENTRANT AutoLock's
+    // unlock judged it by the acquisition's validity, gave nothing back and
+    // said Expired: held for another TTL.
     let s = Server::start_n(3);
     let urls = urls(&s);
-    let l = locker(&urls);
-    let short = LockOptions::new()
-        .reentrant(true)
-        .ttl(Duration::from_millis(500));
-    let first = l.acquire("k", &short).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let again = LockOptions::new().reentrant(true).owner(first.owner());
-    let second = l.acquire("k", &again).await.unwrap();
-    assert!(
-        l.unlock(&first).await.is_err(),
-        "expired: nothing to give back"
-    );
-    assert_eq!(
-        holds(&s),
-        [Some(1), Some(1), Some(1)],
-        "the second handle's"
-    );
-    still_exclusive(&urls, &second).await;
+    let l = Builder::new(&urls)
+        .ttl(Duration::from_millis(1500))
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let guard = l
+        .acquire_auto("k", &LockOptions::new().reentrant(true))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!guard.is_lost());
+    guard.unlock().await.unwrap();
+    assert_eq!(holds(&s), [None, None, None]);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -393,14 +393,11 @@ impl Locker {
     /// REENTRANT lock where its own holds are confirmed.
     pub(crate) async fn let_go(&self, lock: &Lock) -> Tally {
         if lock.reentrant {
-            let mut held = lock.shared.let_go_holds();
-            // Past its validity its holds may be gone, and the owner granted
-            // afresh to another handle: a RELEASE would drop that one's
-            // (helper-32: two holders). Left to expire; the unlock says
-            // `Expired`.
-            if lock.validity().is_zero() {
-                held.clear();
-            }
+            // Also past its validity (a Lock's own estimate is stale when a
+            // clone was renewed: an AutoLock's watchdog, helper-33). Limit:
+            // a handle that re-entered the owner after the lock expired
+            // everywhere is not told apart from a live one (README).
+            let held = lock.shared.let_go_holds();
             let req = Request {
                 name: lock.name(),
                 owner: lock.owner(),
