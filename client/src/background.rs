@@ -79,9 +79,8 @@ impl Background {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        if tokio::runtime::Handle::try_current().is_ok() {
-            self.spawn_counted(Counted::Now(self.start()), work);
-        }
+        // Outside a runtime the count is taken back at once with the work.
+        self.spawn_counted(Counted::Now(self.start()), work);
     }
 
     /// Spawn `work`, counted as `count` says, on the current runtime (if

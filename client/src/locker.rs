@@ -92,8 +92,7 @@ impl Drop for Abandoned<'_> {
         let Some(locker) = self.locker.take() else {
             return;
         };
-        let (name, owner) = (self.name.to_string(), self.owner.to_string());
-        BACKGROUND.spawn(async move { locker.release_everywhere(&name, &owner, true).await });
+        locker.release_everywhere_later(self.name, self.owner);
     }
 }
 
@@ -365,7 +364,9 @@ impl Locker {
                 // a re-entry failing on dead connections freed the lock).
                 let held: Vec<usize> = tally.granted().collect();
                 if !held.is_empty() {
-                    let released = Box::pin(self.release_holds(req, &held)).await;
+                    // Never resent: a repeat would drop another hold.
+                    let release = self.release_on_nodes(&held, req.name, req.owner, false);
+                    let released = Box::pin(release).await;
                     *unsure |= release_timed_out(&released).next().is_some();
                 }
             } else if !(tally.yes.is_empty() && tally.failures.is_empty()) {
@@ -381,31 +382,19 @@ impl Locker {
         })
     }
 
-    /// `LOCK.RELEASE` of `req`'s owner on `nodes` only, never resent (a
-    /// REENTRANT lock's confirmed holds).
-    async fn release_holds(&self, req: &Request<'_>, nodes: &[usize]) -> Tally {
-        let cmd = release_cmd(req.name, req.owner);
-        let timeout = self.inner.config.node_timeout;
-        self.round_on(nodes, cmd, timeout, code_answer).await
-    }
-
     /// Let `lock` go and give back what it holds: everywhere, or for a
     /// REENTRANT lock where its own holds are confirmed.
     pub(crate) async fn let_go(&self, lock: &Lock) -> Tally {
         if lock.reentrant {
-            // Also past its validity (a Lock's own estimate is stale when a
-            // clone was renewed: an AutoLock's watchdog, helper-33). Limit:
+            // Also past its validity: a Lock's own estimate is stale when a
+            // clone was renewed (an AutoLock's watchdog, helper-33). Limit:
             // a handle that re-entered the owner after the lock expired
-            // everywhere is not told apart from a live one (README).
+            // everywhere is not told apart from a live one (README). Never
+            // resent: a repeat would drop another handle's hold.
             let held = lock.shared.let_go_holds();
-            let req = Request {
-                name: lock.name(),
-                owner: lock.owner(),
-                ttl: lock.ttl(),
-                reentrant: true,
-                unique: false,
-            };
-            return self.release_holds(&req, &held).await;
+            return self
+                .release_on_nodes(&held, lock.name(), lock.owner(), false)
+                .await;
         }
         lock.shared.let_go();
         self.release_everywhere(lock.name(), lock.owner(), lock.unique)
@@ -456,10 +445,10 @@ impl Locker {
             release_when_answered(self.clone(), req, late, later);
         }
         if !held.is_empty() {
-            let cmd = release_cmd(req.name, req.owner);
-            let timeout = self.inner.config.node_timeout;
-            let released = self.round(&held, cmd, timeout, code_answer, true).await;
-            *unsure |= release_timed_out(&released.finish().await).next().is_some();
+            let released = self
+                .release_on_nodes(&held, req.name, req.owner, true)
+                .await;
+            *unsure |= release_timed_out(&released).next().is_some();
         }
         tally
     }
@@ -566,16 +555,28 @@ impl Locker {
     /// Release on every node, waiting for each answer (or its timeout).
     /// `unique`: the owner was made for one call (see `release_on`).
     pub(crate) async fn release_everywhere(&self, name: &str, owner: &str, unique: bool) -> Tally {
+        self.release_on_nodes(self.all(), name, owner, unique).await
+    }
+
+    /// `release_everywhere` in the background, counted as clean-up: for an
+    /// owner made for one call (its RELEASE may be sent again).
+    pub(crate) fn release_everywhere_later(&self, name: &str, owner: &str) {
+        let (locker, name, owner) = (self.clone(), name.to_string(), owner.to_string());
+        BACKGROUND.spawn(async move { locker.release_everywhere(&name, &owner, true).await });
+    }
+
+    /// `LOCK.RELEASE name owner` on `nodes`, every reply waited for (until
+    /// the node timeout); `resend`: see `Node::query_shared`.
+    async fn release_on_nodes(
+        &self,
+        nodes: &[usize],
+        name: &str,
+        owner: &str,
+        resend: bool,
+    ) -> Tally {
         let cmd = release_cmd(name, owner);
-        let round = self
-            .round(
-                self.all(),
-                cmd,
-                self.inner.config.node_timeout,
-                code_answer,
-                unique,
-            )
-            .await;
+        let timeout = self.inner.config.node_timeout;
+        let round = self.round(nodes, cmd, timeout, code_answer, resend).await;
         round.finish().await
     }
 

@@ -20,7 +20,6 @@
 //! Safety does not depend on any of this: a waiter holds the lock only with
 //! grants from a majority, exactly as in a polling round.
 
-use crate::background::BACKGROUND;
 use crate::error::Error;
 use crate::let_go::{mark_unsure, settle_late, withdraw_late, Caller, Cancel, UNSURE};
 use crate::lock::{Lock, Shared};
@@ -385,10 +384,7 @@ impl Locker {
                 // own), and a stalled server held the caller past its
                 // deadline by the node timeout (helper-29: --wait 300ms
                 // returned after 800 ms).
-                let (locker, name, owner) =
-                    (self.clone(), req.name.to_string(), req.owner.to_string());
-                BACKGROUND
-                    .spawn(async move { locker.release_everywhere(&name, &owner, true).await });
+                self.release_everywhere_later(req.name, req.owner);
                 let queued = still_queued(&slots);
                 withdraw_late(self.clone(), req, acquires, queued, returns, Weak::new());
             } else {
