@@ -1,3 +1,5 @@
 //! What the bench binary and the measuring tools (`src/bin`) share.
 
+pub mod contention;
 pub mod fanout;
+pub mod stats;

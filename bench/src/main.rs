@@ -5,7 +5,6 @@
 //! BENCH_QUICK=1 runs a smoke version in about two minutes (every row, short
 //! runs, two quorum rounds); the full run takes about 15 minutes.
 
-mod contention;
 mod growth;
 mod memory;
 mod peers;
@@ -14,10 +13,10 @@ mod quorum_contention;
 mod quorum_ratios;
 mod quorum_rounds;
 mod server_side;
-mod stats;
 mod svg;
 
 use peers::Kind;
+use redis_lock_bench::{contention, stats};
 use redis_lock_testkit::{align_token_counters, urls, Server};
 use std::fmt::Write as _;
 use std::path::Path;

@@ -6,11 +6,12 @@
 
 use crate::background::{Counted, Running, BACKGROUND};
 use crate::error::Error;
-use crate::lock::{Lock, Shared};
+use crate::lock::{Lock, Shared, TakenBack};
 use crate::locker::{Locker, Request};
 use crate::node::is_timeout;
 use crate::quorum::{Answer, Tally};
-use crate::round::{acquire_answer, untag, Pending};
+use crate::round::{acquire_answer, untag, Pending, Reply};
+use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
 use std::pin::Pin;
 use std::sync::Weak;
@@ -115,14 +116,17 @@ impl Cancel {
 /// travels on a connection of its own) and sit in the queue, to be granted
 /// later and kept for a whole TTL: RELEASE again on those servers, at
 /// growing intervals, until each WAIT has answered; a grant that arrives is
-/// given back. Bounded by the WAITs' own deadlines and by `WITHDRAW_FOR`
-/// after the let-go (a server stalled that long may still queue one: it
-/// then holds that server for one TTL, not the lock).
+/// given back, unless the unlock's RELEASE there took it back already
+/// (`TakenBack`; not where a WAIT of the acquisition failed, `gave_up[i]`:
+/// its grant could be the one taken back). Bounded by the WAITs' own deadlines and by
+/// `WITHDRAW_FOR` after the let-go (a server stalled that long may still
+/// queue one: it then holds that server for one TTL, not the lock).
 pub(crate) fn withdraw_late(
     locker: Locker,
     req: &Request<'_>,
     mut acquires: Pending,
-    mut queued: Vec<bool>,
+    queued: Vec<bool>,
+    gave_up: Vec<bool>,
     returns: Pending,
     held: Weak<Shared>,
 ) {
@@ -132,31 +136,47 @@ pub(crate) fn withdraw_late(
     }
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
     let count = Shared::count_from_let_go(&held);
+    let mut taken_back = Shared::taken_back(&held);
     BACKGROUND.spawn_counted(count, async move {
-        let mut releases = returns;
+        let mut out = Withdrawal {
+            queued,
+            gave_up,
+            releases: returns,
+            undecided: Vec::new(),
+        };
         let mut interval = locker.inner.config.node_timeout;
         let mut next = Instant::now() + interval;
         let mut give_up = None;
-        let open =
-            |queued: &[bool], acquires: &Pending| !acquires.is_empty() && queued.iter().any(|&q| q);
-        while open(&queued, &acquires) || !releases.is_empty() {
+        let release = |i: usize| locker.release_on(i, &name, &owner, true);
+        while out.open(&acquires) || !out.releases.is_empty() || !out.undecided.is_empty() {
             tokio::select! {
                 Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
-                    queued[i] = false;
+                    out.queued[i] = false;
                     let granted = matches!(acquire_answer(untag(reply).0), Answer::Yes(_));
                     if granted && Shared::is_let_go(&held) {
-                        releases.push(locker.release_on(i, &name, &owner, true));
+                        out.undecided.push(i);
+                        out.decide(&taken_back.borrow_and_update(), release);
                     }
                 }
-                Some(_) = releases.next(), if !releases.is_empty() => {}
-                _ = tokio::time::sleep_until(next.into()), if open(&queued, &acquires) => {
+                Some(_) = out.releases.next(), if !out.releases.is_empty() => {}
+                // Undecided only while the unlock's replies are out.
+                changed = taken_back.changed(), if !out.undecided.is_empty() => {
+                    let now = match changed {
+                        Ok(()) => taken_back.borrow_and_update().clone(),
+                        // Dropped while pending (cannot be: the unlock
+                        // holds the lock), or never made.
+                        Err(_) => TakenBack::Unknown,
+                    };
+                    out.decide(&now, release);
+                }
+                _ = tokio::time::sleep_until(next.into()), if out.open(&acquires) => {
                     if Shared::is_let_go(&held) {
                         let now = Instant::now();
                         if *give_up.get_or_insert(now + WITHDRAW_FOR) <= now {
                             return;
                         }
-                        for (i, _) in queued.iter().enumerate().filter(|(_, &q)| q) {
-                            releases.push(locker.release_on(i, &name, &owner, true));
+                        for (i, _) in out.queued.iter().enumerate().filter(|(_, &q)| q) {
+                            out.releases.push(release(i));
                         }
                         interval = (interval * 2).min(Duration::from_secs(1));
                     }
@@ -165,6 +185,43 @@ pub(crate) fn withdraw_late(
             }
         }
     });
+}
+
+/// `withdraw_late`'s state.
+struct Withdrawal {
+    /// A WAIT still unanswered on each node.
+    queued: Vec<bool>,
+    /// A WAIT of the acquisition failed there (timed out, broke).
+    gave_up: Vec<bool>,
+    releases: Pending,
+    /// Nodes whose grant came after the let-go, while the unlock's
+    /// RELEASEs were out: released unless those took the grant back.
+    undecided: Vec<usize>,
+}
+
+impl Withdrawal {
+    fn open(&self, acquires: &Pending) -> bool {
+        !acquires.is_empty() && self.queued.iter().any(|&q| q)
+    }
+
+    /// Release the undecided grants the unlock did not take back, once
+    /// that is known.
+    fn decide(
+        &mut self,
+        taken_back: &TakenBack,
+        release: impl Fn(usize) -> BoxFuture<'static, Reply>,
+    ) {
+        let known: &[usize] = match taken_back {
+            TakenBack::Pending => return,
+            TakenBack::Unknown => &[],
+            TakenBack::Known(nodes) => nodes,
+        };
+        for i in self.undecided.drain(..) {
+            if self.gave_up[i] || !known.contains(&i) {
+                self.releases.push(release(i));
+            }
+        }
+    }
 }
 
 /// How long `withdraw_late` keeps withdrawing WAITs after the lock was let go.

@@ -23,6 +23,7 @@
 
 mod background;
 pub use background::{background_done, counted};
+mod busy;
 mod config;
 pub mod duration;
 mod endpoint;

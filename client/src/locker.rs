@@ -3,6 +3,7 @@
 //! nodes in parallel and tallying the answers.
 
 use crate::background::BACKGROUND;
+use crate::busy::RecentlyBusy;
 use crate::config::Config;
 use crate::error::{Error, NodeFailure};
 use crate::let_go::{release_timed_out, release_when_answered, settle_late};
@@ -28,6 +29,8 @@ pub(crate) struct Inner {
     pub(crate) stragglers: Stragglers,
     /// Which server tags name one server (restarts, `server_ids.rs`).
     pub(crate) same: Arc<SameServers>,
+    /// Names a try found held a moment ago (`busy.rs`).
+    busy: RecentlyBusy,
 }
 
 /// Quorum lock client. Cheap to clone; clones share connections.
@@ -147,6 +150,7 @@ impl Locker {
                 config,
                 stragglers: Stragglers::default(),
                 same,
+                busy: RecentlyBusy::default(),
             }),
         }
     }
@@ -396,9 +400,12 @@ impl Locker {
                 .release_on_nodes(&held, lock.name(), lock.owner(), false)
                 .await;
         }
-        lock.shared.let_go();
-        self.release_everywhere(lock.name(), lock.owner(), lock.unique)
-            .await
+        let taking_back = lock.shared.let_go_taking_back();
+        let released = self
+            .release_everywhere(lock.name(), lock.owner(), lock.unique)
+            .await;
+        taking_back.done(&released);
+        released
     }
 
     /// Give back what a failed pass of an owner made for this call may
@@ -667,16 +674,20 @@ impl Locker {
             let mut fresh = String::new();
             let mut queued = *req;
             // A free key first, with one plain round as `try_lock` does: a
-            // fraction of the cost of queueing (a task, dedicated
-            // connections), and the common case. It cannot jump the queue:
+            // fraction of the cost of queueing (a task, pooled dedicated
+            // connections), and the common case; but not on a name a try
+            // found held a moment ago (`busy.rs`). It cannot jump the queue:
             // a server answers a plain request for a free key that has
             // waiters with nil, as for a held one. Only for a generated
             // owner, which then queues under a new one: a RELEASE of this
             // round still on its way cannot touch what the queue grants. (A
             // caller's own owner would have to leave such a server out for
             // the whole call, so it queues at once, as before.)
-            if req.unique {
+            if req.unique && !self.inner.busy.is_busy(req.name, Instant::now()) {
                 let (got, _) = self.try_once(req, None).await;
+                if matches!(got, Err(Error::Taken)) {
+                    self.inner.busy.mark(req.name, Instant::now());
+                }
                 match got {
                     Ok(lock) => return Ok(lock),
                     Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),

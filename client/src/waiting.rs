@@ -248,6 +248,10 @@ impl Locker {
             .collect();
         // Each server's last failure, for the error if the wait runs out.
         let mut causes: Vec<Option<String>> = vec![None; n];
+        // Servers where a WAIT of this pass failed (timed out, its
+        // connection broke): it may still be granted there, as well as the
+        // WAIT sent after it (see `withdraw_late`).
+        let mut gave_up = vec![false; n];
         // The server each URL answered from; two URLs of one server end
         // the wait (see `two_urls_of_one_server`).
         let mut servers: Vec<Option<ServerTag>> = vec![None; n];
@@ -333,6 +337,7 @@ impl Locker {
                         }
                         Answer::Busy => Slot::Out(None),
                         Answer::Failed(cause) if now < deadline => {
+                            gave_up[i] = true;
                             causes[i] = Some(cause);
                             Slot::Retry(now + self.pause())
                         }
@@ -386,7 +391,15 @@ impl Locker {
                 // returned after 800 ms).
                 self.release_everywhere_later(req.name, req.owner);
                 let queued = still_queued(&slots);
-                withdraw_late(self.clone(), req, acquires, queued, returns, Weak::new());
+                withdraw_late(
+                    self.clone(),
+                    req,
+                    acquires,
+                    queued,
+                    gave_up,
+                    returns,
+                    Weak::new(),
+                );
             } else {
                 let released = self
                     .release_everywhere(req.name, req.owner, req.unique)
@@ -414,7 +427,7 @@ impl Locker {
         if req.unique {
             let queued = still_queued(&slots);
             let held = Arc::downgrade(&shared);
-            withdraw_late(self.clone(), req, acquires, queued, returns, held);
+            withdraw_late(self.clone(), req, acquires, queued, gave_up, returns, held);
         } else {
             let mut late = acquires;
             late.append(returns);

@@ -2,13 +2,15 @@
 //! joined-PING floor) to run under `perf record`, so bench/RESULTS.md can
 //! say where a lock's client time goes.
 //!
-//! usage: redis-lock-profile ours|ours-wait|raw|floor N TASKS SECONDS
+//! usage: redis-lock-profile ours|ours-wait|ours-hot|raw|floor N TASKS SECONDS
 //!
 //! `raw` sends the same LOCK.ACQUIRE / LOCK.RELEASE pair as `ours`, joined
 //! like the floor, with no client logic: ours vs raw is the client's cost,
 //! raw vs floor the cost of the commands themselves. `ours-wait` is
 //! `lock(name, 5 s)` on the same free names: the usual call, which must
-//! cost what `try_lock` does when nothing is held.
+//! cost what `try_lock` does when nothing is held. `ours-hot` is
+//! `lock(name, 30 s)` with every task on one name: the hot key of
+//! `make bench` section 4b, cycles/s = critical sections/s.
 
 mod cycle;
 
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: redis-lock-profile ours|ours-wait|raw|floor N TASKS SECONDS";
+    let usage = "usage: redis-lock-profile ours|ours-wait|ours-hot|raw|floor N TASKS SECONDS";
     let [_, mode, n, tasks, secs] = &args[..] else {
         panic!("{usage}")
     };
@@ -37,7 +39,10 @@ async fn main() {
     for t in 0..tasks {
         let (load, done, mode) = (load.clone(), done.clone(), mode.clone());
         handles.push(tokio::spawn(async move {
-            let name = format!("profile:{t}");
+            let name = match mode.as_str() {
+                "ours-hot" => "profile:hot".to_string(),
+                _ => format!("profile:{t}"),
+            };
             while Instant::now() < stop {
                 load.cycle(&mode, &name).await;
                 done.fetch_add(1, Ordering::Relaxed);

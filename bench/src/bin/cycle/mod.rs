@@ -7,7 +7,7 @@
 use redis::aio::MultiplexedConnection;
 use redis_lock_bench::fanout;
 use redis_lock_client::{Builder, Locker};
-use redis_lock_testkit::{align_token_counters, command_calls, urls, Server};
+use redis_lock_testkit::{align_token_counters, command_calls, info_field, urls, Server};
 use std::time::Duration;
 
 pub struct Load {
@@ -45,20 +45,32 @@ impl Load {
                 let calls = self.nodes.iter().map(|s| command_calls(&mut s.conn(), cmd));
                 (cmd, calls.sum())
             })
+            .chain([("connections", self.connections())])
             .collect()
     }
 
-    /// One lock + unlock of `name` in `mode` (floor, raw, ours, ours-wait).
+    /// Connections the servers accepted so far (a waiting lock's dedicated
+    /// connections come from a pool: this should not grow per cycle).
+    #[allow(dead_code)]
+    fn connections(&self) -> u64 {
+        let accepted = self.nodes.iter().map(|s| {
+            let n = info_field(&mut s.conn(), "stats", "total_connections_received");
+            n.parse::<u64>().unwrap()
+        });
+        accepted.sum()
+    }
+
+    /// One lock + unlock of `name` in `mode` (floor, raw, ours, ours-wait, ours-hot).
     pub async fn cycle(&self, mode: &str, name: &str) {
         match mode {
             "ours" => {
                 let lock = self.locker.try_lock(name).await.unwrap();
                 self.locker.unlock(&lock).await.unwrap();
             }
-            "ours-wait" => {
+            "ours-wait" | "ours-hot" => {
                 let lock = self
                     .locker
-                    .lock(name, Duration::from_secs(5))
+                    .lock(name, Duration::from_secs(30))
                     .await
                     .unwrap();
                 self.locker.unlock(&lock).await.unwrap();
