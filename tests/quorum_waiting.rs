@@ -1049,3 +1049,51 @@ async fn an_own_owners_late_wait_is_not_waited_for_as_clean_up() {
     let done = tokio::time::timeout(Duration::from_secs(3), locker.background_done());
     assert!(done.await.is_ok(), "waited for a WAIT nobody gives back");
 }
+
+/// The owner holding `key` on `node` now.
+fn holder_of(node: &Server, key: &str) -> Option<String> {
+    status(&mut node.conn(), key).map(|(owner, ..)| String::from_utf8_lossy(&owner).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_module_from_before_ticket_is_polled_and_the_grant_kept() {
+    // A rolling upgrade: servers whose module refuses TICKET. lock() with a
+    // wait falls back to polling. On a name a try found held a moment ago
+    // it skips the try; the refused queued pass then releases its owner in
+    // the background (here slowed: RELEASEs take 300 ms through the
+    // proxies). helper-34: the polling round reused that owner, and the
+    // late RELEASE freed its grant while lock() had returned Ok: two
+    // holders (N = 1 5/5; N = 3 a race).
+    for n in [1, 3] {
+        let nodes = Server::start_n(n);
+        let proxies: Vec<RespProxy> = nodes.iter().map(|s| RespProxy::to(s.port)).collect();
+        for p in &proxies {
+            p.refuse("TICKET", "ERR unknown option 'TICKET'");
+        }
+        let via: Vec<String> = proxies.iter().map(RespProxy::url).collect();
+        let (a, other) = (locker_on(&via), locker(&nodes));
+        let warm = a.try_lock("warm").await.unwrap();
+        a.unlock(&warm).await.unwrap();
+        let held = other.try_lock("k").await.unwrap();
+        let busy = a.lock("k", Duration::from_millis(1)).await;
+        assert!(matches!(busy, Err(Error::Taken)), "N={n}: {busy:?}");
+        other.unlock(&held).await.unwrap();
+        for p in &proxies {
+            p.delay("LOCK.RELEASE", Duration::from_millis(300));
+        }
+        let mine = a.lock("k", Duration::from_secs(5)).await.unwrap();
+        // Every RELEASE of the call has landed by now.
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        let holding = nodes
+            .iter()
+            .filter(|s| holder_of(s, "k").as_deref() == Some(mine.owner()))
+            .count();
+        assert_eq!(holding, n, "N={n}: held on {holding} of {n} after lock()");
+        let second = other.try_lock("k").await;
+        assert!(second.is_err(), "N={n}: two holders: {second:?}");
+        for p in &proxies {
+            p.delay("LOCK.RELEASE", Duration::ZERO);
+        }
+        a.unlock(&mine).await.unwrap();
+    }
+}

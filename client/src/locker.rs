@@ -670,9 +670,9 @@ impl Locker {
         // Not REENTRANT: a queued wait gives back where its hold is not
         // confirmed too (to withdraw its WAITs), which would drop the hold
         // of the handle it re-enters; a REENTRANT wait polls instead.
+        let mut fell_back = false;
         if wait >= Duration::from_millis(1) && cfg.retry_count.is_none() && !req.reentrant {
             let mut fresh = String::new();
-            let mut queued = *req;
             // A free key first, with one plain round as `try_lock` does: a
             // fraction of the cost of queueing (a task, pooled dedicated
             // connections), and the common case; but not on a name a try
@@ -692,9 +692,17 @@ impl Locker {
                     Ok(lock) => return Ok(lock),
                     Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
                     Err(e) if Instant::now() >= deadline => return Err(e),
-                    Err(_) => queued = req.next_pass(&mut fresh),
+                    Err(_) => {}
                 }
             }
+            // A generated owner queues under a new one, tried or not, and
+            // so does every polling round after it (a module from before
+            // TICKET): each pass's clean-up, still on its way in the
+            // background, must find nothing of a later pass to release
+            // (helper-34: the polling round reused the skipped try's owner,
+            // and the refused queue's background RELEASE freed its grant:
+            // two holders).
+            let queued = req.next_pass(&mut fresh);
             // Boxed: a rare path's large future would size every try_lock's.
             match Box::pin(self.acquire_queued(&queued, deadline)).await {
                 // A module from before TICKET (a rolling upgrade): poll.
@@ -702,13 +710,14 @@ impl Locker {
                     if message.contains("unknown option 'TICKET'") => {}
                 other => return other,
             }
+            fell_back = true;
         }
         let mut rounds = 0u32;
         let mut fresh = String::new();
         loop {
             rounds += 1;
             let pass = match rounds {
-                1 => *req,
+                1 if !fell_back => *req,
                 _ => req.next_pass(&mut fresh),
             };
             let left = deadline.saturating_duration_since(Instant::now());

@@ -3,10 +3,12 @@
 
 pub mod chaos;
 pub mod proxy;
+pub mod resp_proxy;
 pub mod server;
 pub mod shim;
 
 pub use proxy::{in_front_of, DelayProxy};
+pub use resp_proxy::RespProxy;
 pub use server::*;
 
 use redis_lock_client::{Builder, Locker};

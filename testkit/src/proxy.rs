@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Default)]
-struct Rule {
+pub(crate) struct Rule {
     marker: Vec<u8>,
     delay: Duration,
     /// Chunks being held back right now.
@@ -98,7 +98,7 @@ impl DelayProxy {
 
 /// Copy `from` to `to` until either side closes; with a rule, hold back
 /// the chunks that contain its marker.
-fn pump(mut from: TcpStream, mut to: TcpStream, rule: Option<Arc<Mutex<Rule>>>) {
+pub(crate) fn pump(mut from: TcpStream, mut to: TcpStream, rule: Option<Arc<Mutex<Rule>>>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match from.read(&mut buf) {

@@ -1,0 +1,171 @@
+//! A TCP proxy in front of one server that reads the client's requests as
+//! RESP commands: it can answer a command carrying a given argument with an
+//! error instead of running it (a module from before that option, as in a
+//! rolling upgrade), and hold back commands of a given name. Replies stay
+//! in order: a refused command is sent on as `EVAL` of an `error_reply`,
+//! so the server answers it in its place. Threads, not tasks; dropping it
+//! closes every connection.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Default, Clone)]
+struct Rules {
+    /// Commands with this argument (any case) are refused with `error`.
+    refuse_arg: Vec<u8>,
+    error: String,
+    /// Commands of this name wait this long before they go on.
+    delay_command: Vec<u8>,
+    delay: Duration,
+}
+
+pub struct RespProxy {
+    pub port: u16,
+    rules: Arc<Mutex<Rules>>,
+    stop: Arc<AtomicBool>,
+    streams: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl RespProxy {
+    /// Listen on a free loopback port and forward to 127.0.0.1:`target`.
+    pub fn to(target: u16) -> RespProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let rules = Arc::new(Mutex::new(Rules::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let streams = Arc::new(Mutex::new(Vec::new()));
+        let (r, s, all) = (rules.clone(), stop.clone(), streams.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if s.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                {
+                    let mut all = all.lock().unwrap();
+                    all.push(client.try_clone().unwrap());
+                    all.push(server.try_clone().unwrap());
+                }
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let rules = r.clone();
+                std::thread::spawn(move || requests(client, server, rules));
+                std::thread::spawn(move || crate::proxy::pump(s2, c2, None));
+            }
+        });
+        RespProxy {
+            port,
+            rules,
+            stop,
+            streams,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// From now on, answer commands carrying `arg` with the error `error`.
+    pub fn refuse(&self, arg: &str, error: &str) {
+        let mut rules = self.rules.lock().unwrap();
+        rules.refuse_arg = arg.as_bytes().to_vec();
+        rules.error = error.to_string();
+    }
+
+    /// From now on, hold back each `command` by `delay` (and what follows
+    /// it on its connection).
+    pub fn delay(&self, command: &str, delay: Duration) {
+        let mut rules = self.rules.lock().unwrap();
+        rules.delay_command = command.as_bytes().to_vec();
+        rules.delay = delay;
+    }
+}
+
+impl Drop for RespProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        for s in self.streams.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// One whole command at the start of `buf` (`*N` then N bulk strings): its
+/// length in bytes and its arguments; None until it has all arrived.
+fn parse_command(buf: &[u8]) -> Option<(usize, Vec<Vec<u8>>)> {
+    fn line(buf: &[u8], at: usize) -> Option<(usize, &[u8])> {
+        let rest = buf.get(at..)?;
+        let end = rest.windows(2).position(|w| w == b"\r\n")?;
+        Some((at + end + 2, &rest[..end]))
+    }
+    let (mut at, head) = line(buf, 0)?;
+    assert_eq!(head.first(), Some(&b'*'), "only RESP arrays are proxied");
+    let n: usize = std::str::from_utf8(&head[1..]).ok()?.parse().ok()?;
+    let mut args = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (next, h) = line(buf, at)?;
+        let len: usize = std::str::from_utf8(&h[1..]).ok()?.parse().ok()?;
+        if buf.len() < next + len + 2 {
+            return None;
+        }
+        args.push(buf[next..next + len].to_vec());
+        at = next + len + 2;
+    }
+    Some((at, args))
+}
+
+fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+fn requests(mut from: TcpStream, mut to: TcpStream, rules: Arc<Mutex<Rules>>) {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        while let Some((used, args)) = parse_command(&buf) {
+            let raw: Vec<u8> = buf.drain(..used).collect();
+            let rules = rules.lock().unwrap().clone();
+            let refused = !rules.refuse_arg.is_empty()
+                && args
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(&rules.refuse_arg));
+            let slow = !rules.delay.is_zero()
+                && args
+                    .first()
+                    .is_some_and(|c| c.eq_ignore_ascii_case(&rules.delay_command));
+            let out = if refused {
+                let script = format!("return redis.error_reply({:?})", rules.error);
+                encode(&[b"EVAL", script.as_bytes(), b"0"])
+            } else {
+                raw
+            };
+            if slow {
+                std::thread::sleep(rules.delay);
+            }
+            if to.write_all(&out).is_err() {
+                return;
+            }
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
+}
