@@ -118,9 +118,10 @@ impl Cancel {
 /// growing intervals, until each WAIT has answered; a grant that arrives is
 /// given back, unless the unlock's RELEASE there took it back already
 /// (`TakenBack`; not where a WAIT of the acquisition failed, `gave_up[i]`:
-/// its grant could be the one taken back). Bounded by the WAITs' own deadlines and by
-/// `WITHDRAW_FOR` after the let-go (a server stalled that long may still
-/// queue one: it then holds that server for one TTL, not the lock).
+/// its grant could be the one taken back). Bounded by the WAITs' own
+/// deadlines and by `WITHDRAW_FOR` after the let-go (a server stalled that
+/// long may still queue one: it then holds that server for one TTL, not
+/// the lock).
 pub(crate) fn withdraw_late(
     locker: Locker,
     req: &Request<'_>,
