@@ -8,17 +8,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// RESP2 encoding of one command.
-fn encode(args: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
-}
-
 /// Read exactly one RESP2 reply; returns its header line, followed by the
 /// payload for a bulk string.
 fn read_reply(r: &mut BufReader<TcpStream>) -> String {

@@ -8,7 +8,7 @@ pub mod server;
 pub mod shim;
 
 pub use proxy::{in_front_of, DelayProxy};
-pub use resp_proxy::RespProxy;
+pub use resp_proxy::{encode, RespProxy};
 pub use server::*;
 
 use redis_lock_client::{Builder, Locker};

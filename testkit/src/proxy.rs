@@ -22,8 +22,7 @@ pub(crate) struct Rule {
 pub struct DelayProxy {
     pub port: u16,
     rule: Arc<Mutex<Rule>>,
-    stop: Arc<AtomicBool>,
-    streams: Arc<Mutex<Vec<TcpStream>>>,
+    _listening: Listening,
 }
 
 /// A proxy in front of each of `servers`, and the proxies' URLs (in order).
@@ -33,15 +32,25 @@ pub fn in_front_of(servers: &[crate::Server]) -> (Vec<DelayProxy>, Vec<String>) 
     (proxies, urls)
 }
 
-impl DelayProxy {
-    /// Listen on a free loopback port and forward to 127.0.0.1:`target`.
-    pub fn to(target: u16) -> DelayProxy {
+/// The listening half every proxy shares: accepts on a free loopback port,
+/// connects each client to 127.0.0.1:`target` and hands both streams to
+/// `serve`, which runs the pumps. Dropping it closes every connection.
+pub(crate) struct Listening {
+    pub(crate) port: u16,
+    stop: Arc<AtomicBool>,
+    streams: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Listening {
+    pub(crate) fn start(
+        target: u16,
+        serve: impl Fn(TcpStream, TcpStream) + Send + 'static,
+    ) -> Listening {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let rule = Arc::new(Mutex::new(Rule::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let streams = Arc::new(Mutex::new(Vec::new()));
-        let (r, s, all) = (rule.clone(), stop.clone(), streams.clone());
+        let (s, all) = (stop.clone(), streams.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 if s.load(Ordering::SeqCst) {
@@ -58,17 +67,43 @@ impl DelayProxy {
                     all.push(client.try_clone().unwrap());
                     all.push(server.try_clone().unwrap());
                 }
-                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                let rule = r.clone();
-                std::thread::spawn(move || pump(client, server, Some(rule)));
-                std::thread::spawn(move || pump(s2, c2, None));
+                serve(client, server);
             }
         });
-        DelayProxy {
+        Listening {
             port,
-            rule,
             stop,
             streams,
+        }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        for s in self.streams.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl DelayProxy {
+    /// Listen on a free loopback port and forward to 127.0.0.1:`target`.
+    pub fn to(target: u16) -> DelayProxy {
+        let rule = Arc::new(Mutex::new(Rule::default()));
+        let r = rule.clone();
+        let listening = Listening::start(target, move |client, server| {
+            let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let rule = r.clone();
+            std::thread::spawn(move || pump(client, server, Some(rule)));
+            std::thread::spawn(move || pump(s2, c2, None));
+        });
+        DelayProxy {
+            port: listening.port,
+            rule,
+            _listening: listening,
         }
     }
 
@@ -123,15 +158,4 @@ pub(crate) fn pump(mut from: TcpStream, mut to: TcpStream, rule: Option<Arc<Mute
         }
     }
     let _ = to.shutdown(Shutdown::Write);
-}
-
-impl Drop for DelayProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        for s in self.streams.lock().unwrap().drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-    }
 }

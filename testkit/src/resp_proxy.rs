@@ -6,9 +6,9 @@
 //! so the server answers it in its place. Threads, not tasks; dropping it
 //! closes every connection.
 
+use crate::proxy::{pump, Listening};
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,46 +25,24 @@ struct Rules {
 pub struct RespProxy {
     pub port: u16,
     rules: Arc<Mutex<Rules>>,
-    stop: Arc<AtomicBool>,
-    streams: Arc<Mutex<Vec<TcpStream>>>,
+    _listening: Listening,
 }
 
 impl RespProxy {
     /// Listen on a free loopback port and forward to 127.0.0.1:`target`.
     pub fn to(target: u16) -> RespProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let rules = Arc::new(Mutex::new(Rules::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let streams = Arc::new(Mutex::new(Vec::new()));
-        let (r, s, all) = (rules.clone(), stop.clone(), streams.clone());
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                if s.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(client) = client else { continue };
-                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
-                    continue;
-                };
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                {
-                    let mut all = all.lock().unwrap();
-                    all.push(client.try_clone().unwrap());
-                    all.push(server.try_clone().unwrap());
-                }
-                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                let rules = r.clone();
-                std::thread::spawn(move || requests(client, server, rules));
-                std::thread::spawn(move || crate::proxy::pump(s2, c2, None));
-            }
+        let r = rules.clone();
+        let listening = Listening::start(target, move |client, server| {
+            let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let rules = r.clone();
+            std::thread::spawn(move || requests(client, server, rules));
+            std::thread::spawn(move || pump(s2, c2, None));
         });
         RespProxy {
-            port,
+            port: listening.port,
             rules,
-            stop,
-            streams,
+            _listening: listening,
         }
     }
 
@@ -85,17 +63,6 @@ impl RespProxy {
         let mut rules = self.rules.lock().unwrap();
         rules.delay_command = command.as_bytes().to_vec();
         rules.delay = delay;
-    }
-}
-
-impl Drop for RespProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        for s in self.streams.lock().unwrap().drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
-        }
     }
 }
 
@@ -123,9 +90,11 @@ fn parse_command(buf: &[u8]) -> Option<(usize, Vec<Vec<u8>>)> {
     Some((at, args))
 }
 
-fn encode(args: &[&[u8]]) -> Vec<u8> {
+/// RESP2 encoding of one command.
+pub fn encode<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {
+        let a = a.as_ref();
         out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
         out.extend_from_slice(a);
         out.extend_from_slice(b"\r\n");
@@ -155,7 +124,7 @@ fn requests(mut from: TcpStream, mut to: TcpStream, rules: Arc<Mutex<Rules>>) {
                     .is_some_and(|c| c.eq_ignore_ascii_case(&rules.delay_command));
             let out = if refused {
                 let script = format!("return redis.error_reply({:?})", rules.error);
-                encode(&[b"EVAL", script.as_bytes(), b"0"])
+                encode(&[&b"EVAL"[..], script.as_bytes(), b"0"])
             } else {
                 raw
             };
