@@ -151,12 +151,14 @@ bench: build python
 # Where a quorum lock's client time goes (bench/where-time-goes.md): cycles/s
 # and client CPU per lock + unlock beside the raw LOCK.* pair and the PING
 # floor (N = 3, 1 and 64 tasks, 3 interleaved rounds), then heap allocations
-# per cycle. For the CPU split, run the profile tool under `perf record -g`.
+# per cycle, then the hot key (16 tasks on one name; server commands per
+# critical section). For the CPU split, run the profile tool under `perf record -g`.
 profile: build
 	$(CARGO) build --release --manifest-path bench/Cargo.toml --bin redis-lock-profile --bin redis-lock-allocs
 	for round in 1 2 3; do for tasks in 64 1; do for mode in floor raw ours ours-wait; do \
 	  REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-profile $$mode 3 $$tasks 2; \
 	done; done; done
+	for n in 1 3 5; do REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-profile ours-hot $$n 16 2; done
 	for n in 1 3 5; do REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-allocs $$n 2000; done
 
 # Long chaos run (default 5 minutes): 5 servers, nemeses, the checker's table.
