@@ -1097,3 +1097,39 @@ async fn a_module_from_before_ticket_is_polled_and_the_grant_kept() {
         a.unlock(&mine).await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_wait_on_a_name_busy_a_moment_ago_sees_it_free() {
+    // The try is skipped on a name a try found held within 200 ms; the
+    // queued pass then starts on a busy runtime after a 1 ms wait is over.
+    // helper-35: it sent nothing and said `Taken` on a free name (8–18 of
+    // 30 here). Every server still gets one (1 ms) WAIT.
+    let spin = Arc::new(AtomicBool::new(true));
+    for _ in 0..2 {
+        let spin = spin.clone();
+        tokio::spawn(async move {
+            while spin.load(Ordering::Relaxed) {
+                let busy = Instant::now();
+                while busy.elapsed() < Duration::from_millis(4) {}
+                tokio::task::yield_now().await;
+            }
+        });
+    }
+    for n in [1, 3] {
+        let nodes = Server::start_n(n);
+        let (me, other) = (locker(&nodes), locker(&nodes));
+        let warm = me.try_lock("warm").await.unwrap();
+        me.unlock(&warm).await.unwrap();
+        for round in 0..20 {
+            let held = other.try_lock("t").await.unwrap();
+            let busy = me.lock("t", Duration::from_millis(2)).await;
+            assert!(matches!(busy, Err(Error::Taken)), "{busy:?}");
+            other.unlock(&held).await.unwrap();
+            match me.lock("t", Duration::from_millis(1)).await {
+                Ok(lock) => me.unlock(&lock).await.unwrap(),
+                Err(e) => panic!("N={n}, round {round}: a free name: {e}"),
+            }
+        }
+    }
+    spin.store(false, Ordering::Relaxed);
+}

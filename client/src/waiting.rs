@@ -252,6 +252,8 @@ impl Locker {
         // connection broke): it may still be granted there, as well as the
         // WAIT sent after it (see `withdraw_late`).
         let mut gave_up = vec![false; n];
+        // Servers sent a request of this pass.
+        let mut asked = vec![false; n];
         // The server each URL answered from; two URLs of one server end
         // the wait (see `two_urls_of_one_server`).
         let mut servers: Vec<Option<ServerTag>> = vec![None; n];
@@ -267,13 +269,19 @@ impl Locker {
 
         let outcome = loop {
             let now = Instant::now();
-            // (Re)send the requests that are due.
+            // (Re)send the requests that are due. Each server gets a first
+            // request even if the deadline passed before it could go (as a
+            // 1 ms WAIT): a short wait whose pass started late (a busy
+            // runtime) must still see a free name as free (helper-35: 1 ms
+            // waits skipped the try on a name busy a moment before, sent
+            // nothing and said `Taken`).
             for (i, slot) in slots.iter_mut().enumerate() {
                 if let Slot::Retry(at) = *slot {
-                    if now >= deadline {
+                    if now >= deadline && asked[i] {
                         // Out: failed if its last reply was a failure.
                         *slot = Slot::Out(causes[i].take().map(Answer::Failed));
-                    } else if now >= at {
+                    } else if now >= at || !asked[i] {
+                        asked[i] = true;
                         let (cmd, timeout) = self.queue_request(req, ticket, deadline);
                         acquires.push(self.send(i, Arc::new(cmd), Some(timeout), true, false));
                         *slot = Slot::Queued(now);
