@@ -1050,11 +1050,6 @@ async fn an_own_owners_late_wait_is_not_waited_for_as_clean_up() {
     assert!(done.await.is_ok(), "waited for a WAIT nobody gives back");
 }
 
-/// The owner holding `key` on `node` now.
-fn holder_of(node: &Server, key: &str) -> Option<String> {
-    status(&mut node.conn(), key).map(|(owner, ..)| String::from_utf8_lossy(&owner).into_owned())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_module_from_before_ticket_is_polled_and_the_grant_kept() {
     // A rolling upgrade: servers whose module refuses TICKET. lock() with a
@@ -1084,9 +1079,11 @@ async fn a_module_from_before_ticket_is_polled_and_the_grant_kept() {
         let mine = a.lock("k", Duration::from_secs(5)).await.unwrap();
         // Every RELEASE of the call has landed by now.
         tokio::time::sleep(Duration::from_millis(900)).await;
-        let holding = nodes
-            .iter()
-            .filter(|s| holder_of(s, "k").as_deref() == Some(mine.owner()))
+        let all: Vec<&Server> = nodes.iter().collect();
+        let mine_owner = Some(mine.owner().as_bytes().to_vec());
+        let holding = holders(&all, "k")
+            .into_iter()
+            .filter(|h| *h == mine_owner)
             .count();
         assert_eq!(holding, n, "N={n}: held on {holding} of {n} after lock()");
         let second = other.try_lock("k").await;
