@@ -289,6 +289,27 @@ async fn operators_see_each_server_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_release_that_came_through_the_alias_shows_at_the_first_url() {
+    // The stop-23 flake, made certain: the server's first URL is a proxy
+    // whose RELEASE is held back, so the second URL's (direct) releases
+    // and the first's finds nothing. The report hid the 1 behind the
+    // alias label: "not held" on every URL for a lock it had released.
+    let s = Server::start();
+    let proxy = DelayProxy::to(s.port);
+    let other = Server::start();
+    let l = locker(&[proxy.url(), s.url(), other.url()]);
+    let _ = l.status("job").await; // both paths know the server now
+    assert!(int(&mut s.conn(), "LOCK.ACQUIRE job x 60000") > 0);
+    proxy.delay("LOCK.RELEASE", Duration::from_millis(100));
+    let released = l.force_release("job", "x").await;
+    assert!(matches!(released[0].1, Ok(1)), "{released:?}");
+    let alias = format!("{:?}", released[1].1);
+    assert!(alias.contains("same server as server 1 "), "{alias}");
+    assert!(matches!(released[2].1, Ok(-1)), "{released:?}");
+    assert_eq!(status(&mut s.conn(), "job"), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_server_restarted_with_its_locks_mid_wait_is_still_counted_once() {
     // helper-17: its run_id changed while its locks survived (AOF), and a
     // waiting acquire counted its yes once under each run_id.
