@@ -1130,3 +1130,67 @@ async fn a_short_wait_on_a_name_busy_a_moment_ago_sees_it_free() {
     }
     spin.store(false, Ordering::Relaxed);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_cancelled_while_its_won_lock_is_fenced_leaves_nothing_held() {
+    // Three servers whose token counters differ: a lock won through their
+    // queues gets two tokens and needs a fencing round. The caller gives
+    // up in the middle of it: the lock it was about to get is let go at
+    // once, not held for its TTL.
+    let nodes = Server::start_n(3);
+    let (proxies, via_proxies) = in_front_of(&nodes);
+    let all = [&nodes[0], &nodes[1], &nodes[2]];
+    let waiter = locker_on(&via_proxies);
+    let last = |n: &Server| -> u64 {
+        info_field(&mut n.conn(), "lock", "lock_last_token")
+            .parse()
+            .unwrap()
+    };
+    for round in 0..3 {
+        let key = format!("f{round}");
+        // The last round's fence aligned them: set them apart again.
+        let top = all.iter().map(|n| last(n)).max().unwrap();
+        nodes[1].raise_token_counter(top + 1000);
+        nodes[2].raise_token_counter(top + 2000);
+        for node in &nodes {
+            assert!(int(&mut node.conn(), &format!("LOCK.ACQUIRE {key} other 60000")) > 0);
+        }
+        let waiting = {
+            let (waiter, key) = (waiter.clone(), key.clone());
+            tokio::spawn(async move { waiter.lock(&key, Duration::from_secs(30)).await })
+        };
+        assert!(eventually(Duration::from_secs(2), || {
+            all.iter()
+                .all(|n| info_field(&mut n.conn(), "lock", "lock_waiters") == "1")
+        }));
+        for p in &proxies {
+            p.delay("LOCK.FENCE", Duration::from_millis(400));
+        }
+        for node in &nodes {
+            assert_eq!(
+                int(&mut node.conn(), &format!("LOCK.RELEASE {key} other")),
+                1
+            );
+        }
+        assert!(
+            eventually(Duration::from_secs(2), || proxies
+                .iter()
+                .any(|p| p.holding())),
+            "round {round}: no fencing round: {:?}",
+            holders(&all, &key)
+        );
+        waiting.abort();
+        assert!(waiting.await.unwrap_err().is_cancelled());
+        for p in &proxies {
+            p.clear();
+        }
+        // Let go in the background: gone well before the 10 s TTL.
+        assert!(
+            eventually(Duration::from_secs(3), || holders(&all, &key)
+                .iter()
+                .all(Option::is_none)),
+            "round {round}: the abandoned lock is still held: {:?}",
+            holders(&all, &key)
+        );
+    }
+}
