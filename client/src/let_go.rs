@@ -4,8 +4,7 @@
 //! cancellation, servers whose RELEASE may still be on its way, and WAITs
 //! that reach a server after the RELEASE that should have withdrawn them.
 
-use crate::background::{Counted, Running, BACKGROUND};
-use crate::error::Error;
+use crate::background::{Counted, BACKGROUND};
 use crate::lock::{Lock, Shared, TakenBack};
 use crate::locker::{Locker, Request};
 use crate::node::is_timeout;
@@ -16,7 +15,6 @@ use futures_util::stream::StreamExt;
 use std::pin::Pin;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 use tokio::time::Sleep;
 
 /// Why a server is left out of the rest of an acquisition.
@@ -40,68 +38,29 @@ pub(crate) fn mark_unsure(unsure: &mut [bool], released: &Tally) {
     }
 }
 
-/// The caller's end of a queued acquisition's task. Dropped before the
-/// answer was taken (the caller gave up), it tells the task so (sending it
-/// the count of its clean-up), closes the result channel, so the task can
-/// no longer hand over a lock it wins (it unlocks it instead), then lets go
-/// of a lock already handed over but not yet read: dropped unread inside
-/// the channel, it would stay held for its TTL.
-pub(crate) struct Caller {
-    /// Dropping it tells the task the caller is gone; a caller that gave
-    /// up sends the task a count of background work to hold while it cleans
-    /// up (`background.rs`): a wait whose caller is still there is not
-    /// clean-up, and an exit must not wait for it (helper-27: a daemon
-    /// thread's wait held every exit 2 s).
-    pub(crate) keep: Option<oneshot::Sender<Running>>,
-    pub(crate) result: oneshot::Receiver<Result<Lock, Error>>,
-    /// For an owner made for this call only (see `Request::unique`).
-    pub(crate) locker: Option<Locker>,
+/// A lock won but not yet handed to the caller (its fencing round runs on
+/// the caller's task). Dropped armed (the caller gave up), it unlocks an
+/// owner made for this call in the background: left alone, the lock would
+/// hold every server for its TTL. A caller's own owner is left alone (a
+/// newer call of it may hold the lock by the time the RELEASE lands).
+pub(crate) struct UnlockOnDrop(Option<(Locker, Lock)>);
+
+impl UnlockOnDrop {
+    pub(crate) fn new(locker: &Locker, lock: &Lock) -> UnlockOnDrop {
+        UnlockOnDrop(lock.unique.then(|| (locker.clone(), lock.clone())))
+    }
+
+    /// The caller has it (or it was let go already).
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
 }
 
-impl Drop for Caller {
+impl Drop for UnlockOnDrop {
     fn drop(&mut self) {
-        let Some(keep) = self.keep.take() else {
-            return; // the answer was taken
-        };
-        let _ = keep.send(BACKGROUND.start());
-        self.result.close();
-        if let (Ok(Ok(lock)), Some(locker)) = (self.result.try_recv(), self.locker.take()) {
+        if let Some((locker, lock)) = self.0.take() {
             BACKGROUND.spawn(async move { locker.unlock(&lock).await });
         }
-    }
-}
-
-/// The task's side of a queued acquisition: the caller's future was
-/// dropped once the channel delivers (the count of the clean-up to hold) or
-/// closes.
-pub(crate) struct Cancel {
-    rx: oneshot::Receiver<Running>,
-    pub(crate) fired: bool,
-    /// Held from the caller's leaving to the end of the task.
-    counted: Option<Running>,
-}
-
-impl Cancel {
-    pub(crate) fn new(rx: oneshot::Receiver<Running>) -> Cancel {
-        Cancel {
-            rx,
-            fired: false,
-            counted: None,
-        }
-    }
-
-    /// The count the caller sent on leaving, if it left.
-    pub(crate) fn take_count(&mut self) -> Option<Running> {
-        self.counted.take().or_else(|| self.rx.try_recv().ok())
-    }
-
-    /// Resolves when the caller has gone; never, once it has been seen.
-    pub(crate) async fn wait(&mut self) {
-        if self.fired {
-            return std::future::pending().await;
-        }
-        self.counted = (&mut self.rx).await.ok();
-        self.fired = true;
     }
 }
 

@@ -33,6 +33,7 @@ mod let_go;
 mod lock;
 mod locker;
 mod node;
+mod one_runtime;
 mod options;
 mod pending;
 pub mod quorum;

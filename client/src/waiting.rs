@@ -21,10 +21,11 @@
 //! grants from a majority, exactly as in a polling round.
 
 use crate::error::Error;
-use crate::let_go::{mark_unsure, settle_late, withdraw_late, Caller, Cancel, UNSURE};
+use crate::let_go::{mark_unsure, settle_late, withdraw_late, UnlockOnDrop, UNSURE};
 use crate::lock::{Lock, Shared};
 use crate::locker::{lock_cmd, ms, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
 use crate::node::{is_timeout, Failure};
+use crate::one_runtime::{self, on_one_runtime};
 use crate::quorum::{self, Answer, Tally};
 use crate::round::{acquire_answer, untag, Pending};
 use crate::server_ids::ServerTag;
@@ -33,7 +34,12 @@ use rand::Rng;
 use redis::{Cmd, Value};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
+use tokio::runtime::Id;
+
+/// Why a queued wait polled on another runtime than the one it began on
+/// ended (see `one_runtime.rs`).
+const MOVED: &str =
+    "the runtime running the wait shut down (or another runtime polled it): retry on a live runtime";
 
 /// Shortest hold-out of a minority of grants before giving them back: well
 /// above a local round trip, so that the grants of one hand-off (which leave
@@ -82,6 +88,80 @@ fn still_queued(slots: &[Slot]) -> Vec<bool> {
     slots.iter().map(|s| matches!(s, Slot::Queued(_))).collect()
 }
 
+/// What a queued pass has out on the servers, while it runs on the
+/// caller's task. Dropped armed (the caller gave up, or the pass failed),
+/// it leaves nothing behind for an owner made for this call: a RELEASE
+/// everywhere, and the requests still out go to `withdraw_late`, all in the
+/// background. A caller's own owner is left alone (see `acquire_queued`).
+struct InFlight<'a> {
+    locker: &'a Locker,
+    req: Request<'a>,
+    slots: Vec<Slot>,
+    /// Servers where a WAIT of this pass failed (timed out, its
+    /// connection broke): it may still be granted there, as well as the
+    /// WAIT sent after it (see `withdraw_late`).
+    gave_up: Vec<bool>,
+    acquires: Pending,
+    /// Give-backs (RELEASEs) of a minority of grants.
+    returns: Pending,
+    armed: bool,
+    /// The runtime its requests' timers and connections belong to.
+    runtime: Option<Id>,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(locker: &'a Locker, req: &Request<'a>, slots: Vec<Slot>) -> InFlight<'a> {
+        InFlight {
+            locker,
+            req: *req,
+            gave_up: vec![false; slots.len()],
+            slots,
+            acquires: Pending::new(),
+            returns: Pending::new(),
+            armed: true,
+            runtime: one_runtime::current(),
+        }
+    }
+
+    /// The pass won: its state, for the lock to carry on with.
+    fn disarm(mut self) -> (Vec<Slot>, Vec<bool>, Pending, Pending) {
+        self.armed = false;
+        (
+            std::mem::take(&mut self.slots),
+            std::mem::take(&mut self.gave_up),
+            std::mem::replace(&mut self.acquires, Pending::new()),
+            std::mem::replace(&mut self.returns, Pending::new()),
+        )
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.armed || !self.req.unique {
+            return;
+        }
+        let (locker, req) = (self.locker, &self.req);
+        locker.release_everywhere_later(req.name, req.owner);
+        if one_runtime::current() != self.runtime {
+            return; // its requests cannot be driven here: they are dropped
+        }
+        let acquires = std::mem::replace(&mut self.acquires, Pending::new());
+        let returns = std::mem::replace(&mut self.returns, Pending::new());
+        let queued = still_queued(&self.slots);
+        let gave_up = std::mem::take(&mut self.gave_up);
+        let let_go = Weak::new();
+        withdraw_late(
+            locker.clone(),
+            req,
+            acquires,
+            queued,
+            gave_up,
+            returns,
+            let_go,
+        );
+    }
+}
+
 impl Locker {
     fn queue_request(&self, req: &Request<'_>, ticket: u64, deadline: Instant) -> (Cmd, Duration) {
         // A longer wait than the server takes is cut to its maximum; at its
@@ -108,70 +188,28 @@ impl Locker {
     /// the module comment). Ends with the lock, `Taken` at the deadline,
     /// `NoQuorum` when too many servers failed, `Rejected` at once.
     ///
-    /// The acquisition runs as a task of its own, which owns every request
-    /// in flight. If the caller drops this future, the task sees it and,
-    /// for an owner made for this call, cleans up as when the wait runs
-    /// out: a RELEASE everywhere, then any grant still on its way is
-    /// released on arrival. Dropping the requests instead would leave a WAIT
-    /// that was still travelling to a server to be queued, and later
-    /// granted, after the release. A caller's own owner is left alone once
-    /// its call is over (a newer call of that owner may be holding the lock
-    /// by then): what it was granted expires with its TTL.
+    /// Runs on the caller's task (a task of its own cost a spawn and a hop
+    /// per hand-off). If the caller drops this future, what it has out on
+    /// the servers goes to the background (`InFlight`, `UnlockOnDrop`): for an owner
+    /// made for this call, a RELEASE everywhere, then any grant still on
+    /// its way is released on arrival, as when the wait runs out. Dropping
+    /// the requests instead would leave a WAIT that was still travelling to
+    /// a server to be queued, and later granted, after the release. A
+    /// caller's own owner is left alone once its call is over (a newer call
+    /// of that owner may be holding the lock by then): what it was granted
+    /// expires with its TTL.
     pub(crate) async fn acquire_queued(
         &self,
         req: &Request<'_>,
         deadline: Instant,
     ) -> Result<Lock, Error> {
-        let (keep, cancel) = oneshot::channel();
-        let (done, result) = oneshot::channel();
-        let locker = self.clone();
-        let (name, owner) = (req.name.to_string(), req.owner.to_string());
-        let (ttl, reentrant, unique) = (req.ttl, req.reentrant, req.unique);
-        let task = tokio::spawn(async move {
-            let req = Request {
-                name: &name,
-                owner: &owner,
-                ttl,
-                reentrant,
-                unique,
-            };
-            let mut cancel = Cancel::new(cancel);
-            let got = locker.queue_until(&req, deadline, &mut cancel).await;
-            if let Err(Ok(lock)) = done.send(got) {
-                // The caller left just as the lock was won: let it go
-                // (counted: the caller's leaving sent the count first).
-                let _counted = cancel.take_count();
-                if unique {
-                    let _ = locker.unlock(&lock).await;
-                }
-            }
-        });
-        let mut caller = Caller {
-            keep: Some(keep),
-            result,
-            locker: unique.then(|| self.clone()),
-        };
-        let got = match (&mut caller.result).await {
-            Ok(got) => got,
-            // The task ended without an answer: it panicked (pass the panic
-            // on) or its runtime is shutting down.
-            Err(_) => match task.await {
-                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                // Not a setting that cannot work: the wait itself was cut
-                // off, like an outage, and a retry on a live runtime works.
-                _ => Err(self.every_node_failed("the runtime running the wait shut down")),
-            },
-        };
-        caller.keep = None;
-        got
+        // Not a setting that cannot work: the wait itself was cut off, like
+        // an outage, and a retry on a live runtime works.
+        let moved = || Err(self.every_node_failed(MOVED));
+        on_one_runtime(self.queue_until(req, deadline), moved).await
     }
 
-    async fn queue_until(
-        &self,
-        req: &Request<'_>,
-        deadline: Instant,
-        cancel: &mut Cancel,
-    ) -> Result<Lock, Error> {
+    async fn queue_until(&self, req: &Request<'_>, deadline: Instant) -> Result<Lock, Error> {
         // The same ticket on every server gives every queue the same order;
         // kept across attempts, so a retry keeps its place.
         let ticket = quorum::unix_micros().max(1);
@@ -199,7 +237,7 @@ impl Locker {
                 _ => req.next_pass(&mut fresh),
             };
             match self
-                .queue_once(&req, ticket, called, deadline, &mut unsure, cancel)
+                .queue_once(&req, ticket, called, deadline, &mut unsure)
                 .await
             {
                 // A majority granted but could not be fenced or kept valid
@@ -210,13 +248,10 @@ impl Locker {
                     // Without the unsure servers no majority is possible
                     // for the rest of this call: say so now.
                     let usable = unsure.iter().filter(|&&u| !u).count();
-                    if left.is_zero() || cancel.fired || usable < quorum::majority(unsure.len()) {
+                    if left.is_zero() || usable < quorum::majority(unsure.len()) {
                         return Err(e);
                     }
-                    tokio::select! {
-                        _ = tokio::time::sleep(self.pause().min(left)) => {}
-                        _ = cancel.wait() => return Err(e),
-                    }
+                    tokio::time::sleep(self.pause().min(left)).await;
                 }
                 other => return other,
             }
@@ -230,13 +265,12 @@ impl Locker {
         called: Instant,
         deadline: Instant,
         unsure: &mut [bool],
-        cancel: &mut Cancel,
     ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
         let n = self.inner.nodes.len();
         let need = quorum::majority(n);
         let began = Instant::now();
-        let mut slots: Vec<Slot> = unsure
+        let slots: Vec<Slot> = unsure
             .iter()
             .map(|&unsure| {
                 if unsure {
@@ -248,18 +282,13 @@ impl Locker {
             .collect();
         // Each server's last failure, for the error if the wait runs out.
         let mut causes: Vec<Option<String>> = vec![None; n];
-        // Servers where a WAIT of this pass failed (timed out, its
-        // connection broke): it may still be granted there, as well as the
-        // WAIT sent after it (see `withdraw_late`).
-        let mut gave_up = vec![false; n];
         // Servers sent a request of this pass.
         let mut asked = vec![false; n];
         // The server each URL answered from; two URLs of one server end
         // the wait (see `two_urls_of_one_server`).
         let mut servers: Vec<Option<ServerTag>> = vec![None; n];
         let mut two_urls = None;
-        let mut acquires = Pending::new();
-        let mut returns = Pending::new();
+        let mut out = InFlight::new(self, req, slots);
         let mut holdout_at: Option<Instant> = None;
         // The quickest reply to a request of this acquisition: a bound on
         // the round trip to the nearest server (zero until one came).
@@ -275,7 +304,7 @@ impl Locker {
             // runtime) must still see a free name as free (helper-35: 1 ms
             // waits skipped the try on a name busy a moment before, sent
             // nothing and said `Taken`).
-            for (i, slot) in slots.iter_mut().enumerate() {
+            for (i, slot) in out.slots.iter_mut().enumerate() {
                 if let Slot::Retry(at) = *slot {
                     if now >= deadline && asked[i] {
                         // Out: failed if its last reply was a failure.
@@ -283,23 +312,30 @@ impl Locker {
                     } else if now >= at || !asked[i] {
                         asked[i] = true;
                         let (cmd, timeout) = self.queue_request(req, ticket, deadline);
-                        acquires.push(self.send(i, Arc::new(cmd), Some(timeout), true, false));
+                        out.acquires
+                            .push(self.send(i, Arc::new(cmd), Some(timeout), true, false));
                         *slot = Slot::Queued(now);
                     }
                 }
             }
-            let granted = slots
+            let granted = out
+                .slots
                 .iter()
                 .filter(|s| matches!(s, Slot::Granted(..)))
                 .count();
             if granted >= need {
                 break Ok(());
             }
-            let refused = slots
+            let refused = out
+                .slots
                 .iter()
                 .filter(|s| matches!(s, Slot::Out(Some(Answer::Rejected(_)))))
                 .count();
-            let open = slots.iter().filter(|s| !matches!(s, Slot::Out(_))).count();
+            let open = out
+                .slots
+                .iter()
+                .filter(|s| !matches!(s, Slot::Out(_)))
+                .count();
             if refused > n - need || open < need || now >= hard_stop {
                 break Err(());
             }
@@ -309,7 +345,8 @@ impl Locker {
                 let spread = rand::thread_rng().gen::<f64>();
                 holdout_at = Some(now + holdout(now - called, rtt.unwrap_or_default(), spread));
             }
-            let next_retry = slots
+            let next_retry = out
+                .slots
                 .iter()
                 .filter_map(|s| match s {
                     Slot::Retry(at) => Some((*at).min(deadline)),
@@ -322,8 +359,8 @@ impl Locker {
                 .min()
                 .unwrap_or(hard_stop);
             tokio::select! {
-                Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
-                    let sent = match slots[i] { Slot::Queued(at) => at, _ => now };
+                Some((i, reply)) = out.acquires.next(), if !out.acquires.is_empty() => {
+                    let sent = match out.slots[i] { Slot::Queued(at) => at, _ => now };
                     let now = Instant::now();
                     rtt = Some(rtt.map_or(now - sent, |r| r.min(now - sent)));
                     let (reply, server) = untag(reply);
@@ -336,7 +373,7 @@ impl Locker {
                     if !matches!(answer, Answer::Failed(_)) {
                         causes[i] = None;
                     }
-                    slots[i] = match answer {
+                    out.slots[i] = match answer {
                         Answer::Yes(token) => Slot::Granted(token, sent),
                         // Nil before the deadline: the wait was cut short
                         // (CLIENT UNBLOCK, an operator): queue again.
@@ -345,19 +382,19 @@ impl Locker {
                         }
                         Answer::Busy => Slot::Out(None),
                         Answer::Failed(cause) if now < deadline => {
-                            gave_up[i] = true;
+                            out.gave_up[i] = true;
                             causes[i] = Some(cause);
                             Slot::Retry(now + self.pause())
                         }
                         other => Slot::Out(Some(other)),
                     };
                 }
-                Some((i, reply)) = returns.next(), if !returns.is_empty() => {
+                Some((i, reply)) = out.returns.next(), if !out.returns.is_empty() => {
                     // Queue again only after the server confirmed the give
                     // back. A RELEASE that timed out may still arrive later
                     // and free a grant we would count again: leave that
                     // server out of this acquisition.
-                    slots[i] = match reply.map_err(crate::round::failed) {
+                    out.slots[i] = match reply.map_err(crate::round::failed) {
                         Ok(_) => Slot::Retry(Instant::now()),
                         Err(Answer::Failed(cause)) if is_timeout(&cause) => {
                             unsure[i] = true;
@@ -366,21 +403,13 @@ impl Locker {
                         Err(other) => Slot::Out(Some(other)),
                     };
                 }
-                // The caller gave up: clean up as at the deadline, if the
-                // owner is this call's alone.
-                _ = cancel.wait() => {
-                    if !req.unique {
-                        return Err(Error::Taken);
-                    }
-                    break Err(());
-                }
                 _ = tokio::time::sleep_until(wake.into()) => {
                     if holdout_at.is_some_and(|at| Instant::now() >= at) {
                         holdout_at = None;
-                        for (i, slot) in slots.iter_mut().enumerate() {
+                        for (i, slot) in out.slots.iter_mut().enumerate() {
                             if matches!(slot, Slot::Granted(..)) {
                                 *slot = Slot::Returning;
-                                returns.push(self.release_on(i, req.name, req.owner, req.unique));
+                                out.returns.push(self.release_on(i, req.name, req.owner, req.unique));
                             }
                         }
                     }
@@ -389,36 +418,28 @@ impl Locker {
         };
 
         if outcome.is_err() {
-            // RELEASE everywhere gives back grants and withdraws our
-            // requests still queued; the rest is withdrawn in the background.
+            let failure = match two_urls {
+                Some(two) => two,
+                None => self.queued_failure(&out.slots, causes),
+            };
             if req.unique {
-                // In the background too: no later request of this owner
-                // exists for it to overtake (a pass after this makes its
-                // own), and a stalled server held the caller past its
-                // deadline by the node timeout (helper-29: --wait 300ms
-                // returned after 800 ms).
-                self.release_everywhere_later(req.name, req.owner);
-                let queued = still_queued(&slots);
-                withdraw_late(
-                    self.clone(),
-                    req,
-                    acquires,
-                    queued,
-                    gave_up,
-                    returns,
-                    Weak::new(),
-                );
+                // RELEASE everywhere gives back grants and withdraws our
+                // requests still queued; the rest is withdrawn later. All
+                // in the background (the guard's drop): no later request
+                // of this owner exists for it to overtake (a pass after
+                // this makes its own), and a stalled server held the
+                // caller past its deadline by the node timeout (helper-29:
+                // --wait 300ms returned after 800 ms).
+                drop(out);
             } else {
                 let released = self
                     .release_everywhere(req.name, req.owner, req.unique)
                     .await;
                 mark_unsure(unsure, &released);
             }
-            if let Some(two) = two_urls {
-                return Err(two);
-            }
-            return Err(self.queued_failure(&slots, causes));
+            return Err(failure);
         }
+        let (slots, gave_up, acquires, returns) = out.disarm();
         let shared = Arc::new(Shared::default());
 
         let mut tally = Tally::new(n);
@@ -441,17 +462,19 @@ impl Locker {
             late.append(returns);
             settle_late(self.clone(), req, late, Arc::downgrade(&shared), None);
         }
-        match self.fence(&tally, &mut lock, start).await {
-            Ok(()) => Ok(lock),
-            Err(e) => {
-                shared.let_go();
-                let released = self
-                    .release_everywhere(req.name, req.owner, req.unique)
-                    .await;
-                mark_unsure(unsure, &released);
-                Err(e)
-            }
+        let won = UnlockOnDrop::new(self, &lock);
+        let fenced = self.fence(&tally, &mut lock, start).await;
+        if let Err(e) = fenced {
+            shared.let_go();
+            let released = self
+                .release_everywhere(req.name, req.owner, req.unique)
+                .await;
+            mark_unsure(unsure, &released);
+            won.disarm();
+            return Err(e);
         }
+        won.disarm();
+        Ok(lock)
     }
 
     /// Two URLs that reached one server, as a `Config` error: by the

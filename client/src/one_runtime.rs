@@ -1,0 +1,68 @@
+//! A queued wait stays on the runtime it began on. Its requests' timers
+//! and connections belong to that runtime, and tokio panics when a timer
+//! of a runtime that shut down is polled: a wait begun on one runtime and
+//! finished on another after the first shut down must end with an error
+//! instead (`tests/client_errors.rs`).
+
+use std::future::Future;
+use std::task::Poll;
+use tokio::runtime::{Handle, Id};
+
+/// The runtime polling the caller now (None outside any).
+pub(crate) fn current() -> Option<Id> {
+    Handle::try_current().ok().map(|h| h.id())
+}
+
+/// `work`, unless it is polled on another runtime than the one it began
+/// on (or outside any): then `moved()`, without polling `work` again.
+pub(crate) async fn on_one_runtime<T>(
+    work: impl Future<Output = T>,
+    moved: impl FnOnce() -> T,
+) -> T {
+    let began = current();
+    let mut work = std::pin::pin!(work);
+    let mut moved = Some(moved);
+    std::future::poll_fn(|cx| match moved.take_if(|_| current() != began) {
+        Some(moved) => Poll::Ready(moved()),
+        None => work.as_mut().poll(cx),
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_future_moved_to_another_runtime_is_not_polled_there() {
+        let first = tokio::runtime::Runtime::new().unwrap();
+        let mut work = Box::pin(on_one_runtime(
+            async {
+                tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+                "slept"
+            },
+            || "moved",
+        ));
+        let begun = first.block_on(async {
+            let short = std::time::Duration::from_millis(10);
+            tokio::time::timeout(short, &mut work).await.is_err()
+        });
+        assert!(begun);
+        drop(first); // its timer now panics if polled
+        let second = tokio::runtime::Runtime::new().unwrap();
+        assert_eq!(second.block_on(work), "moved");
+    }
+
+    #[test]
+    fn on_its_own_runtime_it_runs_to_the_end() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let got = rt.block_on(on_one_runtime(
+            async {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                "slept"
+            },
+            || "moved",
+        ));
+        assert_eq!(got, "slept");
+    }
+}
