@@ -110,6 +110,59 @@ fn a_replica_with_smaller_limits_keeps_the_primarys_locks() {
 }
 
 #[test]
+fn a_replicas_own_aof_keeps_every_lock_it_was_sent() {
+    // helper-37: the LOCK.APPLY lines a replica received (grants, hand-offs,
+    // fences) were applied but never written to its own AOF. Restarted from
+    // that AOF as a primary, it had none of them (its renewals, releases
+    // and DELs were there): a second owner got a lock the first held.
+    let primary = Server::with(&[], &[]);
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut replica = Server::replica_with(&primary, &aof, &[]);
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    // The replica rewrites its AOF after the full sync: let it finish (a
+    // kill in the middle leaves the AOF from before, whatever the module).
+    let rewritten = eventually(Duration::from_secs(10), || {
+        let mut field = |f| info_field(&mut r, "persistence", f);
+        field("aof_rewrite_in_progress") == "0" && field("aof_rewrite_scheduled") == "0"
+    });
+    assert!(rewritten);
+    int(&mut p, "LOCK.ACQUIRE job eve 60000");
+    int(&mut p, "LOCK.ACQUIRE re eve 60000 REENTRANT");
+    int(&mut p, "LOCK.ACQUIRE re eve 60000 REENTRANT"); // a second hold
+    int(&mut p, "LOCK.ACQUIRE gone eve 60000");
+    assert_eq!(int(&mut p, "LOCK.RELEASE gone eve"), 1);
+    let top = int(&mut p, "LOCK.ACQUIRE fenced eve 60000");
+    assert_eq!(
+        int(&mut p, &format!("LOCK.FENCE fenced eve {}", top + 1000)),
+        top + 1000
+    );
+    assert_eq!(int(&mut p, "WAIT 1 5000"), 1);
+    let expected: Vec<_> = ["job", "re", "gone", "fenced"]
+        .iter()
+        .map(|k| status(&mut p, k).map(|(owner, token, _, holds, _)| (owner, token, holds)))
+        .collect();
+    let seen = |c: &mut redis::Connection| -> Vec<_> {
+        ["job", "re", "gone", "fenced"]
+            .iter()
+            .map(|k| status(c, k).map(|(owner, token, _, holds, _)| (owner, token, holds)))
+            .collect()
+    };
+    assert_eq!(seen(&mut r), expected, "the replica applied them");
+    replica.restart_with(&aof, &[]); // a primary now, from its own AOF
+    let mut r = replica.conn();
+    assert_eq!(
+        seen(&mut r),
+        expected,
+        "lost from the replica's AOF:\n{}",
+        replica.log()
+    );
+    assert_eq!(
+        q(&mut r, "LOCK.ACQUIRE job mallory 60000").unwrap(),
+        Value::Nil
+    );
+}
+
+#[test]
 fn an_aof_reload_with_smaller_limits_keeps_the_locks() {
     let aof = ["--appendonly", "yes", "--appendfsync", "always"];
     let mut s = Server::with(&aof, &[]);
@@ -208,6 +261,9 @@ fn forged_apply_lines_in_the_aof_are_refused() {
         resp(&["LOCK.APPLY", "k3", "a", "5", "9223372036854775807", "1"]),
         resp(&["LOCK.APPLY", "k4", "a", "5", "1000", "0"]),
         resp(&["LOCK.APPLY", "k5", "a", "9007199254740991", "1", "1"]),
+        // helper-37: a FENCE line skipped every ceiling on replay, and this
+        // one left the counter at 2^53 - 1: no new lock, ever.
+        resp(&["LOCK.FENCE", "good", "a", "9007199254740991"]),
     ]
     .concat();
     let mut text = std::fs::read(&incr).unwrap();
@@ -227,6 +283,10 @@ fn forged_apply_lines_in_the_aof_are_refused() {
         .parse()
         .unwrap();
     assert!(last < 1 << 53);
+    assert!(
+        int(&mut c, "LOCK.ACQUIRE new b 1000") > 0,
+        "the counter was exhausted"
+    );
     // A rewrite and another restart still load.
     q(&mut c, "BGREWRITEAOF").unwrap();
     std::thread::sleep(Duration::from_millis(500));

@@ -298,8 +298,16 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
         Ok(parsed) => parsed,
         Err(e) => return ctx.error(&e),
     };
-    let ceiling = fencing::fence_ceiling(crate::glue::ffi::wall_micros());
-    if token > ceiling && !ctx.is_replicated_or_aof() {
+    let wall = crate::glue::ffi::wall_micros();
+    if ctx.is_replicated_or_aof() {
+        // A primary sends its fences as LOCK.APPLY; a FENCE here comes from
+        // an old or forged stream, held to the bound APPLY gets: one line
+        // must not exhaust the counter for good (helper-37).
+        if token > fencing::replay_ceiling(wall) {
+            return ctx.error("ERR token is more than an hour above this server's clock");
+        }
+    } else if token > fencing::fence_ceiling(wall) {
+        let ceiling = fencing::fence_ceiling(wall);
         return ctx.error(&format!(
             "ERR token is more than 60 s above this server's clock in microseconds (at most {ceiling}); check clock sync"
         ));
@@ -405,12 +413,17 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
     }
     TOKENS.observe(applied.token);
     let mut key = Key::open(ctx, *name, true);
-    if let Slot::Lock(held) = key.slot() {
-        if held.owner == applied.owner {
-            *held = applied;
-            return ctx.reply_simple(c"OK");
+    match key.slot() {
+        Slot::Lock(held) if held.owner == applied.owner => *held = applied,
+        _ => {
+            key.set(applied);
         }
     }
-    key.set(applied);
+    // Into this replica's own AOF (Redis passes a module command on only
+    // when it asks): without it a replica restarted from its AOF had lost
+    // every grant it was sent, and a second owner got them (helper-37).
+    // On a replica this feeds the AOF alone; sub-replicas get the
+    // primary's stream as it is, and nothing propagates while loading.
+    ctx.replicate_verbatim();
     ctx.reply_simple(c"OK");
 }
