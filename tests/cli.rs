@@ -178,6 +178,47 @@ fn losing_the_lock_stops_the_command_with_its_own_exit_code() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// helper-38: the lock was taken over between two renewals and the command
+/// ended before the next one: the release found it gone, and the CLI exited
+/// 0 with nothing said.
+#[test]
+fn a_lock_found_lost_at_the_release_exits_76() {
+    let nodes: Vec<Server> = Server::start_n(3);
+    let dir = scratch("lost-at-release");
+    let started = dir.join("started");
+    let mut run = cli(
+        &nodes,
+        &[
+            "run",
+            "--ttl",
+            "30s",
+            "taken",
+            "--",
+            "sh",
+            "-c",
+            &format!("touch {}; sleep 1", started.display()),
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    assert!(eventually(Duration::from_secs(5), || started.exists()));
+    for n in &nodes {
+        q(&mut n.conn(), "FLUSHALL").unwrap();
+        assert!(int(&mut n.conn(), "LOCK.ACQUIRE taken other 60000") > 0);
+    }
+    let status = run.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(76), "{err}");
+    assert!(err.contains("was lost while the command ran"), "{err}");
+    for n in &nodes {
+        let (owner, ..) = redis_lock_testkit::status(&mut n.conn(), "taken").unwrap();
+        assert_eq!(owner, b"other", "the other holder's lock stays");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// After exit 76 the CLI releases what is left on the nodes still up (their
 /// copies were refreshed by the failed renewals), instead of leaving them
 /// held until their TTL.

@@ -1194,3 +1194,55 @@ async fn a_wait_cancelled_while_its_won_lock_is_fenced_leaves_nothing_held() {
         );
     }
 }
+
+/// helper-38: a WAIT held back on its way (1.5 s) past the end of a
+/// 300 ms `lock()` reaches its server after the call gave up and after the
+/// holder let go: granted at once, it held that server (on two of three,
+/// the lock) for a whole TTL. The call's clean-up must still take it back.
+async fn a_wait_that_lands_after_the_call_gave_up_is_taken_back(nodes: usize, slow: usize) {
+    let servers = Server::start_n(nodes);
+    let proxies: Vec<DelayProxy> = servers[..slow]
+        .iter()
+        .map(|s| DelayProxy::to(s.port))
+        .collect();
+    let mut urls: Vec<String> = proxies.iter().map(DelayProxy::url).collect();
+    urls.extend(servers[slow..].iter().map(Server::url));
+    let waiter = locker_on(&urls);
+    let warm = waiter.try_lock("warm").await.unwrap();
+    waiter.unlock(&warm).await.unwrap();
+    for s in &servers {
+        assert!(int(&mut s.conn(), "LOCK.ACQUIRE k x 60000") > 0);
+    }
+    for p in &proxies {
+        p.delay("WAIT", Duration::from_millis(1500));
+    }
+    let began = Instant::now();
+    let got = waiter.lock("k", Duration::from_millis(300)).await;
+    assert!(got.is_err(), "N={nodes}: {got:?}");
+    for s in &servers {
+        assert_eq!(int(&mut s.conn(), "LOCK.RELEASE k x"), 1);
+    }
+    // Past the held-back WAITs' arrival, and a withdrawal after it.
+    let landed = Duration::from_millis(1500 + 1200).saturating_sub(began.elapsed());
+    tokio::time::sleep(landed).await;
+    let all: Vec<&Server> = servers.iter().collect();
+    let held = holders(&all, "k");
+    assert!(
+        held.iter().all(Option::is_none),
+        "N={nodes}, {slow} slow: a late WAIT holds {held:?}"
+    );
+    for p in &proxies {
+        p.clear();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_that_lands_after_the_call_gave_up_is_taken_back_on_three_servers() {
+    a_wait_that_lands_after_the_call_gave_up_is_taken_back(3, 1).await;
+    a_wait_that_lands_after_the_call_gave_up_is_taken_back(3, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_that_lands_after_the_call_gave_up_is_taken_back_on_one_server() {
+    a_wait_that_lands_after_the_call_gave_up_is_taken_back(1, 1).await;
+}

@@ -77,10 +77,13 @@ impl Drop for UnlockOnDrop {
 /// growing intervals, until each WAIT has answered; a grant that arrives is
 /// given back, unless the unlock's RELEASE there took it back already
 /// (`TakenBack`; not where a WAIT of the acquisition failed, `gave_up[i]`:
-/// its grant could be the one taken back). Bounded by the WAITs' own
-/// deadlines and by `WITHDRAW_FOR` after the let-go (a server stalled that
-/// long may still queue one: it then holds that server for one TTL, not
-/// the lock).
+/// its grant could be the one taken back). A WAIT given up on (it timed
+/// out here, or failed during the acquisition) has not answered: it may
+/// still be on its way (a slow path held one 1.5 s, and it took the lock
+/// for a TTL after the call had given up: helper-38), so its server is
+/// released again too, until `WITHDRAW_FOR` after the let-go (a server
+/// stalled that long may still queue one: it then holds that server for
+/// one TTL, not the lock).
 pub(crate) fn withdraw_late(
     locker: Locker,
     req: &Request<'_>,
@@ -98,6 +101,8 @@ pub(crate) fn withdraw_late(
     let count = Shared::count_from_let_go(&held);
     let mut taken_back = Shared::taken_back(&held);
     BACKGROUND.spawn_counted(count, async move {
+        // Given up on during the acquisition: not answered either.
+        let queued = queued.iter().zip(&gave_up).map(|(&q, &g)| q || g).collect();
         let mut out = Withdrawal {
             queued,
             gave_up,
@@ -108,14 +113,19 @@ pub(crate) fn withdraw_late(
         let mut next = Instant::now() + interval;
         let mut give_up = None;
         let release = |i: usize| locker.release_on(i, &name, &owner, true);
-        while out.open(&acquires) || !out.releases.is_empty() || !out.undecided.is_empty() {
+        while out.open() || !out.releases.is_empty() || !out.undecided.is_empty() {
             tokio::select! {
                 Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
-                    out.queued[i] = false;
-                    let granted = matches!(acquire_answer(untag(reply).0), Answer::Yes(_));
-                    if granted && Shared::is_let_go(&held) {
-                        out.undecided.push(i);
-                        out.decide(&taken_back.borrow_and_update(), release);
+                    match acquire_answer(untag(reply).0) {
+                        // Given up on here: it may still land.
+                        Answer::Failed(cause) if is_timeout(&cause) => out.gave_up[i] = true,
+                        answer => {
+                            out.queued[i] = out.gave_up[i]; // an earlier one may still land
+                            if matches!(answer, Answer::Yes(_)) && Shared::is_let_go(&held) {
+                                out.undecided.push(i);
+                                out.decide(&taken_back.borrow_and_update(), release);
+                            }
+                        }
                     }
                 }
                 Some(_) = out.releases.next(), if !out.releases.is_empty() => {}
@@ -129,7 +139,7 @@ pub(crate) fn withdraw_late(
                     };
                     out.decide(&now, release);
                 }
-                _ = tokio::time::sleep_until(next.into()), if out.open(&acquires) => {
+                _ = tokio::time::sleep_until(next.into()), if out.open() => {
                     if Shared::is_let_go(&held) {
                         let now = Instant::now();
                         if *give_up.get_or_insert(now + WITHDRAW_FOR) <= now {
@@ -149,7 +159,7 @@ pub(crate) fn withdraw_late(
 
 /// `withdraw_late`'s state.
 struct Withdrawal {
-    /// A WAIT still unanswered on each node.
+    /// A WAIT unanswered on each node: still out, or given up on.
     queued: Vec<bool>,
     /// A WAIT of the acquisition failed there (timed out, broke).
     gave_up: Vec<bool>,
@@ -160,8 +170,9 @@ struct Withdrawal {
 }
 
 impl Withdrawal {
-    fn open(&self, acquires: &Pending) -> bool {
-        !acquires.is_empty() && self.queued.iter().any(|&q| q)
+    /// A WAIT of the acquisition may still be queued or on its way.
+    fn open(&self) -> bool {
+        self.queued.iter().any(|&q| q)
     }
 
     /// Release the undecided grants the unlock did not take back, once

@@ -6,18 +6,18 @@ use crate::background::BACKGROUND;
 use crate::busy::RecentlyBusy;
 use crate::config::Config;
 use crate::error::{Error, NodeFailure};
-use crate::let_go::{release_timed_out, release_when_answered, settle_late};
+use crate::let_go::{release_timed_out, release_when_answered, settle_late, withdraw_late};
 use crate::lock::{Lock, Shared};
 use crate::node::{is_timeout, within, Node};
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
-use crate::round::{acquire_answer, code_answer, Classify, Late, Reply, Round};
+use crate::round::{acquire_answer, code_answer, Classify, Late, Pending, Reply, Round};
 use crate::server_ids::{SameServers, ServerTag};
 use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
 use rand::Rng;
 use redis::{Cmd, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 pub(crate) struct Inner {
@@ -354,7 +354,8 @@ impl Locker {
             }
         }
         let tally = if req.unique {
-            Box::pin(self.give_back_pass(req, round, start, unsure)).await
+            let waited = server_wait.is_some();
+            Box::pin(self.give_back_pass(req, round, start, waited, unsure)).await
         } else {
             // A grant may have landed even where the reply was lost: release
             // everywhere, after every acquire request has been sent or timed
@@ -423,6 +424,7 @@ impl Locker {
         req: &Request<'_>,
         mut round: Round,
         start: Instant,
+        waited: bool,
         unsure: &mut bool,
     ) -> Tally {
         // The last replies are usually on their way (a busy name under
@@ -440,16 +442,32 @@ impl Locker {
         // with the verdict at the deadline, a try still took 2 x the node
         // timeout).
         let mut held: Vec<usize> = tally.yes.iter().map(|&(i, _)| i).collect();
+        let mut timed_out = vec![false; self.inner.nodes.len()];
         for (i, cause) in &tally.failures {
             if is_timeout(cause) {
                 later.push(*i);
+                timed_out[*i] = true;
             } else {
                 held.push(*i);
             }
         }
         if !later.is_empty() {
             *unsure = true; // its RELEASEs are still to come
-            release_when_answered(self.clone(), req, late, later);
+            if waited {
+                // A WAIT travels on a connection of its own: no RELEASE
+                // follows it there, and one that lands late takes the lock
+                // for a TTL (helper-38, one server): withdrawn until it
+                // answers, as a queued wait's are.
+                let mut out = vec![false; self.inner.nodes.len()];
+                for &i in &later {
+                    out[i] = true;
+                }
+                let late = late.map_or_else(Pending::new, |(late, _)| late);
+                let (returns, let_go) = (Pending::new(), Weak::new());
+                withdraw_late(self.clone(), req, late, out, timed_out, returns, let_go);
+            } else {
+                release_when_answered(self.clone(), req, late, later);
+            }
         }
         if !held.is_empty() {
             let released = self

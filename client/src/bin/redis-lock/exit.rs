@@ -31,7 +31,8 @@ Exit codes:
   75         the lock is held by another owner and did not come free within
              --wait (change with --conflict-exit-code)
   76         the lock was lost while the command ran; it got SIGTERM, then
-             SIGKILL after --grace
+             SIGKILL after --grace (or it had ended, and the release found
+             the lock gone)
   69         no majority of the servers could be reached
   78         bad settings, or the servers refused the request (TTL above
              lock.max-ttl-ms, NOPERM, wrong password, a server listed twice,

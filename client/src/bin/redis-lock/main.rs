@@ -29,7 +29,7 @@ mod signals;
 use args::{Cmd, Run};
 use redis_lock_client::quorum::majority;
 use redis_lock_client::{
-    escape_owner, quorum_state, AutoLock, Builder, Failure, LockOptions, Locker, QuorumState,
+    escape_owner, quorum_state, AutoLock, Builder, Error, Failure, LockOptions, Locker, QuorumState,
 };
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -156,10 +156,22 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
             }
         }
     };
-    if let Err(e) = guard.unlock().await {
-        if verbose {
-            say!("redis-lock: release of {name:?}: {e}");
+    match guard.unlock().await {
+        Ok(()) if verbose => say!("redis-lock: released {name:?}"),
+        Ok(()) => {}
+        // Answered, and not ours on a majority: lost while the command ran
+        // (taken over, flushed), between two renewals. Exiting with the
+        // command's code said all went well (helper-38).
+        Err(Error::Expired) => {
+            say!(
+                "redis-lock: lock {name:?} was lost while the command ran: \
+                 its release found it no longer held (another client may have held it meanwhile)"
+            );
+            return ExitCode::from(exit::LOST);
         }
+        // Held as far as is known, but the release did not reach a
+        // majority: it stays until its TTL.
+        Err(e) => say!("redis-lock: release of {name:?}: {e}"),
     }
     match status {
         Ok(s) => ExitCode::from(exit::of_status(s)),
