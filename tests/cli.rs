@@ -581,3 +581,29 @@ fn a_closed_stderr_does_not_crash_the_cli() {
     assert_eq!(busy.code(), Some(75), "held by another owner");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// helper-38: one server listed twice (here by a proxy in front of it)
+/// leaves no majority of distinct servers: bad settings (78), as a wait
+/// already said, not "servers down" (69) for `run`, `status` and `release`.
+#[test]
+fn a_server_listed_twice_is_bad_settings_everywhere() {
+    let s = Server::start();
+    let alias = DelayProxy::to(s.port);
+    let servers = format!("{},{}", s.url(), alias.url());
+    let code = |args: &[&str]| {
+        let out = cli_at(&servers, args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.code(), err)
+    };
+    for args in [
+        &["run", "job", "--", "true"][..],
+        &["run", "--wait", "1s", "job", "--", "true"],
+        &["status", "job"],
+        &["release", "job", "--owner", "nobody"],
+    ] {
+        let (code, err) = code(args);
+        assert_eq!(code, Some(78), "{args:?}: {err}");
+        assert!(err.contains("reach the same server"), "{args:?}: {err}");
+    }
+    assert_eq!(redis_lock_testkit::status(&mut s.conn(), "job"), None);
+}

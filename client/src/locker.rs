@@ -165,6 +165,15 @@ impl Locker {
         &self.inner.names
     }
 
+    /// Two URLs of the list that reached one server, as the `Config` error
+    /// naming them; known for the URLs connected so far (`status` connects
+    /// every one). Calls count such a server once, so with one listed twice
+    /// fewer servers vote than the list says: an answer without a majority
+    /// may come from that, not from servers that are down.
+    pub fn listed_twice(&self) -> Option<Error> {
+        self.two_urls_of_one_server(&[])
+    }
+
     /// Send `cmd` to the nodes in `targets` in parallel and tally the
     /// answers, returning as soon as the verdict is certain (fail-fast);
     /// the slower nodes' requests stay in flight in `Round::pending`.

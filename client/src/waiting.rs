@@ -505,8 +505,8 @@ impl Locker {
                 let names = &self.inner.names;
                 return Some(Error::Config(format!(
                     "servers {} and {} reach the same server (run_id/db {a}): \
-                     a wait through the servers' queues, and a REENTRANT lock, \
-                     need each server listed once",
+                     list each server once (a wait through the servers' queues \
+                     and a REENTRANT lock refuse it; other calls count it once)",
                     names[j], names[i]
                 )));
             }

@@ -112,6 +112,12 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
     let mut guard = match acquired {
         Ok(g) => g,
         Err(e) => {
+            // No majority because one server is listed twice: bad settings,
+            // as a wait says at once (helper-38: 69 here, 78 with --wait).
+            let e = match (&e, locker.listed_twice()) {
+                (Error::NoQuorum { .. }, Some(twice)) => twice,
+                _ => e,
+            };
             let code = exit::for_error(&e, run.conflict_exit_code);
             let waited = started.elapsed();
             say!("redis-lock: lock {name:?} not acquired after waiting {waited:.1?}: {e}");
@@ -241,7 +247,7 @@ async fn status(locker: &Locker, name: &str) -> ExitCode {
     let verdict = quorum_state(&reports);
     out!("quorum\t{verdict}");
     match verdict {
-        QuorumState::Unreachable { .. } => ExitCode::from(exit::UNAVAILABLE),
+        QuorumState::Unreachable { .. } => unavailable_or_listed_twice(locker),
         _ => ExitCode::SUCCESS,
     }
 }
@@ -278,6 +284,19 @@ async fn release(locker: &Locker, name: &str, owner: &str) -> ExitCode {
     } else if refused > replies.len() - need {
         ExitCode::from(exit::CONFIG)
     } else {
-        ExitCode::from(exit::UNAVAILABLE)
+        unavailable_or_listed_twice(locker)
+    }
+}
+
+/// No majority answered: 69, or 78 when a server is listed twice (its
+/// second URL gives no answer of its own, so the servers are not down:
+/// helper-38 got 69 for a socket and a TCP URL of one server).
+fn unavailable_or_listed_twice(locker: &Locker) -> ExitCode {
+    match locker.listed_twice() {
+        Some(e) => {
+            say!("redis-lock: {e}");
+            ExitCode::from(exit::CONFIG)
+        }
+        None => ExitCode::from(exit::UNAVAILABLE),
     }
 }
