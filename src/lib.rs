@@ -158,7 +158,11 @@ unsafe extern "C" fn on_config(
     _subevent: u64,
     _data: *mut std::ffi::c_void,
 ) {
-    let _ = std::panic::catch_unwind(|| guard_state::on_config_change(&Context::new(ctx)));
+    let _ = std::panic::catch_unwind(|| {
+        let ctx = Context::new(ctx);
+        guard_state::on_config_change(&ctx);
+        registration::warn_if_locks_can_be_evicted(&ctx);
+    });
 }
 
 /// Loading an RDB/AOF can take seconds: the guard counts from its end, not
@@ -292,6 +296,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     blocking::init_timer_context(raw_ctx);
     set_acl_categories(ctx, raw_ctx);
+    registration::warn_if_locks_can_be_evicted(ctx);
     Status::Ok
 }
 

@@ -185,3 +185,25 @@ fn the_info_scrape_example_reports_the_alert_fields() {
         );
     }
 }
+
+/// helper-37: nothing said that `allkeys-*` eviction can drop a held lock
+/// (a second holder's grant). Warned at load and when a policy is set.
+#[test]
+fn a_policy_that_can_evict_locks_is_warned_about() {
+    let warning = "can evict lock keys";
+    let s = Server::with(&["--maxmemory-policy", "allkeys-lru"], &[]);
+    assert!(s.log().contains(warning), "{}", s.log());
+    let s = Server::start();
+    assert!(!s.log().contains(warning), "{}", s.log());
+    q(&mut s.conn(), "CONFIG SET maxmemory-policy volatile-lru").unwrap();
+    q(&mut s.conn(), "CONFIG SET maxmemory-policy allkeys-lfu").unwrap();
+    assert!(
+        eventually(std::time::Duration::from_secs(2), || s
+            .log()
+            .matches(warning)
+            .count()
+            == 1),
+        "{}",
+        s.log()
+    );
+}

@@ -151,3 +151,20 @@ pub fn server_config(ctx: &Context, name: &str) -> String {
         _ => String::new(),
     }
 }
+
+/// Log a warning when `maxmemory-policy` may evict locks (once per change
+/// into such a policy): with `maxmemory` reached, an evicted lock is free
+/// for a second holder while the first still works under it.
+pub fn warn_if_locks_can_be_evicted(ctx: &Context) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let policy = server_config(ctx, "maxmemory-policy");
+    let evicts = crate::rules::config::policy_evicts_locks(&policy);
+    if evicts && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        ctx.log_warning(&format!(
+            "lock: maxmemory-policy {policy} can evict lock keys under memory pressure, \
+             and an evicted lock is granted to a second holder: use noeviction"
+        ));
+    } else if !evicts {
+        WARNED.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}

@@ -136,9 +136,31 @@ fn config_integer(raw: &str) -> Option<i64> {
     canonical.then(|| raw.parse().ok()).flatten()
 }
 
+/// Whether `maxmemory-policy` may evict a lock key to make room: the
+/// `allkeys-*` policies. A lock has no native expiry, so `volatile-*` never
+/// picks one; an evicted lock is a second holder's grant.
+pub fn policy_evicts_locks(policy: &str) -> bool {
+    policy.trim().to_ascii_lowercase().starts_with("allkeys-")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_allkeys_policies_can_evict_a_lock() {
+        for p in [
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "ALLKEYS-LRU",
+        ] {
+            assert!(policy_evicts_locks(p), "{p}");
+        }
+        for p in ["noeviction", "volatile-lru", "volatile-ttl", ""] {
+            assert!(!policy_evicts_locks(p), "{p}");
+        }
+    }
 
     fn parse(args: &[&str]) -> Result<Vec<(usize, i64)>, String> {
         parse_module_args(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
