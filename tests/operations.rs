@@ -148,6 +148,9 @@ fn a_replicas_own_aof_keeps_every_lock_it_was_sent() {
             .collect()
     };
     assert_eq!(seen(&mut r), expected, "the replica applied them");
+    // Counted as changes there too (`save N M` snapshots of a replica).
+    let changes = info_field(&mut r, "persistence", "rdb_changes_since_last_save");
+    assert!(changes.parse::<u64>().unwrap() >= 4, "{changes}");
     replica.restart_with(&aof, &[]); // a primary now, from its own AOF
     let mut r = replica.conn();
     assert_eq!(
