@@ -94,7 +94,8 @@ pub(crate) fn withdraw_late(
     held: Weak<Shared>,
 ) {
     debug_assert!(req.unique);
-    if acquires.is_empty() && returns.is_empty() {
+    let given_up = gave_up.iter().any(|&g| g);
+    if acquires.is_empty() && returns.is_empty() && !given_up {
         return; // nothing out: no task
     }
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
