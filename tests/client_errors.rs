@@ -263,6 +263,102 @@ fn a_wait_cut_off_by_its_runtime_shutting_down_is_an_outage_not_a_config_error()
 }
 
 #[test]
+fn a_polling_wait_cut_off_by_its_runtime_shutting_down_is_an_outage_not_a_panic() {
+    // helper-39: only the queued wait was guarded; a wait with retry_count
+    // (polling rounds) panicked on the first runtime's timer.
+    let servers: Vec<Server> = Server::start_n(3);
+    for s in &servers {
+        assert!(int(&mut s.conn(), "LOCK.ACQUIRE job other 10000") > 0);
+    }
+    let polling = Builder::new(&urls(&servers))
+        .retry_count(1000)
+        .build()
+        .unwrap();
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let mut wait = Box::pin(polling.lock("job", Duration::from_secs(5)));
+    let started = first.block_on(async {
+        tokio::time::timeout(Duration::from_millis(120), &mut wait)
+            .await
+            .is_err()
+    });
+    assert!(started);
+    drop(first);
+    let second = tokio::runtime::Runtime::new().unwrap();
+    match second.block_on(wait) {
+        Err(Error::NoQuorum { failures, .. }) => {
+            assert!(failures[0].cause.contains("runtime"), "{failures:?}")
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+}
+
+/// A queued wait holding the free third server, dropped where its clean-up
+/// could not be spawned as it was: outside any runtime (its own still
+/// running), and on another runtime after being moved there (its own still
+/// running, its WAITs held back on their way). helper-39: the clean-up was
+/// lost both ways, and the abandoned call held servers for a whole TTL.
+#[test]
+fn a_wait_dropped_off_its_runtime_is_still_cleaned_up_on_it() {
+    let servers: Vec<Server> = Server::start_n(3);
+    let (proxies, via) = in_front_of(&servers);
+    let locker = Builder::new(&via)
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let own = tokio::runtime::Runtime::new().unwrap();
+    let other = tokio::runtime::Runtime::new().unwrap();
+    own.block_on(async {
+        let warm = locker.try_lock("warm").await.unwrap();
+        locker.unlock(&warm).await.unwrap();
+    });
+    let held = |key: &str| -> Vec<bool> {
+        servers
+            .iter()
+            .map(|s| status(&mut s.conn(), key).is_some_and(|(o, ..)| o != b"other"))
+            .collect()
+    };
+    for (round, moved) in [(0, false), (1, false), (2, true), (3, true)] {
+        let key = format!("k{round}");
+        let busy = if moved { &servers[..] } else { &servers[..2] };
+        for s in busy {
+            assert!(int(&mut s.conn(), &format!("LOCK.ACQUIRE {key} other 60000")) > 0);
+        }
+        if moved {
+            for p in &proxies {
+                p.delay("WAIT", Duration::from_millis(800));
+            }
+        }
+        let mut wait = Box::pin(locker.lock(&key, Duration::from_secs(10)));
+        let cut = own.block_on(async {
+            tokio::time::timeout(Duration::from_millis(40 + 20 * round), &mut wait)
+                .await
+                .is_err()
+        });
+        assert!(cut, "still waiting");
+        if moved {
+            let got = other.block_on(&mut wait);
+            assert!(matches!(got, Err(Error::NoQuorum { .. })), "{got:?}");
+            other.block_on(async { drop(wait) });
+            for s in &servers {
+                assert_eq!(int(&mut s.conn(), &format!("LOCK.RELEASE {key} other")), 1);
+            }
+            std::thread::sleep(Duration::from_millis(1200)); // the WAITs land
+        } else {
+            drop(wait); // outside any runtime
+        }
+        assert!(
+            eventually(Duration::from_secs(3), || held(&key).iter().all(|h| !h)),
+            "round {round}: the abandoned call holds {:?}",
+            held(&key)
+        );
+        for p in &proxies {
+            p.clear();
+        }
+    }
+}
+
+#[test]
 fn a_locker_outliving_its_first_runtime_works_at_once_on_the_next() {
     let servers: Vec<Server> = Server::start_n(3);
     let urls: Vec<String> = urls(&servers);

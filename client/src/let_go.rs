@@ -8,6 +8,7 @@ use crate::background::{Counted, BACKGROUND};
 use crate::lock::{Lock, Shared, TakenBack};
 use crate::locker::{Locker, Request};
 use crate::node::is_timeout;
+use crate::one_runtime;
 use crate::quorum::{Answer, Tally};
 use crate::round::{acquire_answer, untag, Pending, Reply};
 use futures_util::future::BoxFuture;
@@ -15,6 +16,7 @@ use futures_util::stream::StreamExt;
 use std::pin::Pin;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
+use tokio::runtime::Handle;
 use tokio::time::Sleep;
 
 /// Why a server is left out of the rest of an acquisition.
@@ -43,11 +45,14 @@ pub(crate) fn mark_unsure(unsure: &mut [bool], released: &Tally) {
 /// owner made for this call in the background: left alone, the lock would
 /// hold every server for its TTL. A caller's own owner is left alone (a
 /// newer call of it may hold the lock by the time the RELEASE lands).
-pub(crate) struct UnlockOnDrop(Option<(Locker, Lock)>);
+pub(crate) struct UnlockOnDrop(Option<(Locker, Lock, Option<Handle>)>);
 
 impl UnlockOnDrop {
     pub(crate) fn new(locker: &Locker, lock: &Lock) -> UnlockOnDrop {
-        UnlockOnDrop(lock.unique.then(|| (locker.clone(), lock.clone())))
+        let armed = lock
+            .unique
+            .then(|| (locker.clone(), lock.clone(), one_runtime::here()));
+        UnlockOnDrop(armed)
     }
 
     /// The caller has it (or it was let go already).
@@ -58,8 +63,10 @@ impl UnlockOnDrop {
 
 impl Drop for UnlockOnDrop {
     fn drop(&mut self) {
-        if let Some((locker, lock)) = self.0.take() {
-            BACKGROUND.spawn(async move { locker.unlock(&lock).await });
+        if let Some((locker, lock, runtime)) = self.0.take() {
+            one_runtime::clean_up_on(&runtime, || {
+                BACKGROUND.spawn(async move { locker.unlock(&lock).await });
+            });
         }
     }
 }

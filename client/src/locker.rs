@@ -9,6 +9,7 @@ use crate::error::{Error, NodeFailure};
 use crate::let_go::{release_timed_out, release_when_answered, settle_late, withdraw_late};
 use crate::lock::{Lock, Shared};
 use crate::node::{is_timeout, within, Node};
+use crate::one_runtime::on_one_runtime;
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use crate::round::{acquire_answer, code_answer, Classify, Late, Pending, Reply, Round};
@@ -57,6 +58,11 @@ pub(crate) const WAIT_SLACK: Duration = Duration::from_millis(250);
 /// one for its slower nodes' answers before it leaves them to the
 /// background (`Locker::give_back_pass`).
 const HOLDERS_GRACE_MIN: Duration = Duration::from_millis(1);
+
+/// Why an acquisition polled on another runtime than the one it began on
+/// ended (see `one_runtime.rs`).
+const MOVED: &str = "the runtime running the wait shut down (or another runtime polled it): \
+                     retry on a live runtime";
 
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
 pub(crate) const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
@@ -668,7 +674,10 @@ impl Locker {
             // two holders). Only a generated owner nobody re-enters is ours.
             unique: opts.owner.is_none() && !opts.reentrant,
         };
-        self.acquire_as(&req, opts.wait).await
+        // Not a setting that cannot work: the call itself was cut off, like
+        // an outage, and a retry on a live runtime works.
+        let moved = || Err(self.every_node_failed(MOVED));
+        on_one_runtime(self.acquire_as(&req, opts.wait), moved).await
     }
 
     async fn acquire_as(&self, req: &Request<'_>, wait: Duration) -> Result<Lock, Error> {

@@ -1,12 +1,34 @@
-//! A queued wait stays on the runtime it began on. Its requests' timers
+//! An acquisition stays on the runtime it began on. Its requests' timers
 //! and connections belong to that runtime, and tokio panics when a timer
-//! of a runtime that shut down is polled: a wait begun on one runtime and
+//! of a runtime that shut down is polled: a call begun on one runtime and
 //! finished on another after the first shut down must end with an error
-//! instead (`tests/client_errors.rs`).
+//! instead (`tests/client_errors.rs`). What a call leaves to clean up when
+//! it is dropped runs on that runtime too (`clean_up_on`), wherever the
+//! drop happens: outside any runtime, or on another one.
 
 use std::future::Future;
 use std::task::Poll;
 use tokio::runtime::{Handle, Id};
+
+/// The runtime a call runs on, for its clean-up when it is dropped.
+pub(crate) fn here() -> Option<Handle> {
+    Handle::try_current().ok()
+}
+
+/// Run `clean_up` (which spawns the clean-up on the current runtime) in
+/// the context of `runtime`, where the call's requests belong: dropped
+/// outside a runtime, the clean-up had nowhere to go and was lost, and on
+/// another runtime the requests could not be driven (helper-39). A runtime
+/// that shut down takes the spawned work down with it, as it did the call.
+pub(crate) fn clean_up_on(runtime: &Option<Handle>, clean_up: impl FnOnce()) {
+    match runtime {
+        Some(runtime) => {
+            let _entered = runtime.enter();
+            clean_up();
+        }
+        None => clean_up(),
+    }
+}
 
 /// The runtime polling the caller now (None outside any).
 pub(crate) fn current() -> Option<Id> {

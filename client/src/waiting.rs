@@ -25,7 +25,7 @@ use crate::let_go::{mark_unsure, settle_late, withdraw_late, UnlockOnDrop, UNSUR
 use crate::lock::{Lock, Shared};
 use crate::locker::{lock_cmd, ms, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
 use crate::node::{is_timeout, Failure};
-use crate::one_runtime::{self, on_one_runtime};
+use crate::one_runtime;
 use crate::quorum::{self, Answer, Tally};
 use crate::round::{acquire_answer, untag, Pending};
 use crate::server_ids::ServerTag;
@@ -34,12 +34,7 @@ use rand::Rng;
 use redis::{Cmd, Value};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-use tokio::runtime::Id;
-
-/// Why a queued wait polled on another runtime than the one it began on
-/// ended (see `one_runtime.rs`).
-const MOVED: &str =
-    "the runtime running the wait shut down (or another runtime polled it): retry on a live runtime";
+use tokio::runtime::Handle;
 
 /// Shortest hold-out of a minority of grants before giving them back: well
 /// above a local round trip, so that the grants of one hand-off (which leave
@@ -106,7 +101,7 @@ struct InFlight<'a> {
     returns: Pending,
     armed: bool,
     /// The runtime its requests' timers and connections belong to.
-    runtime: Option<Id>,
+    runtime: Option<Handle>,
 }
 
 impl<'a> InFlight<'a> {
@@ -119,7 +114,7 @@ impl<'a> InFlight<'a> {
             acquires: Pending::new(),
             returns: Pending::new(),
             armed: true,
-            runtime: one_runtime::current(),
+            runtime: one_runtime::here(),
         }
     }
 
@@ -141,24 +136,23 @@ impl Drop for InFlight<'_> {
             return;
         }
         let (locker, req) = (self.locker, &self.req);
-        locker.release_everywhere_later(req.name, req.owner);
-        if one_runtime::current() != self.runtime {
-            return; // its requests cannot be driven here: they are dropped
-        }
         let acquires = std::mem::replace(&mut self.acquires, Pending::new());
         let returns = std::mem::replace(&mut self.returns, Pending::new());
         let queued = still_queued(&self.slots);
         let gave_up = std::mem::take(&mut self.gave_up);
-        let let_go = Weak::new();
-        withdraw_late(
-            locker.clone(),
-            req,
-            acquires,
-            queued,
-            gave_up,
-            returns,
-            let_go,
-        );
+        one_runtime::clean_up_on(&self.runtime, || {
+            locker.release_everywhere_later(req.name, req.owner);
+            let let_go = Weak::new();
+            withdraw_late(
+                locker.clone(),
+                req,
+                acquires,
+                queued,
+                gave_up,
+                returns,
+                let_go,
+            );
+        });
     }
 }
 
@@ -190,7 +184,8 @@ impl Locker {
     ///
     /// Runs on the caller's task (a task of its own cost a spawn and a hop
     /// per hand-off). If the caller drops this future, what it has out on
-    /// the servers goes to the background (`InFlight`, `UnlockOnDrop`): for an owner
+    /// the servers goes to the background on the runtime the call runs on
+    /// (`InFlight`, `UnlockOnDrop`): for an owner
     /// made for this call, a RELEASE everywhere, then any grant still on
     /// its way is released on arrival, as when the wait runs out. Dropping
     /// the requests instead would leave a WAIT that was still travelling to
@@ -203,13 +198,6 @@ impl Locker {
         req: &Request<'_>,
         deadline: Instant,
     ) -> Result<Lock, Error> {
-        // Not a setting that cannot work: the wait itself was cut off, like
-        // an outage, and a retry on a live runtime works.
-        let moved = || Err(self.every_node_failed(MOVED));
-        on_one_runtime(self.queue_until(req, deadline), moved).await
-    }
-
-    async fn queue_until(&self, req: &Request<'_>, deadline: Instant) -> Result<Lock, Error> {
         // The same ticket on every server gives every queue the same order;
         // kept across attempts, so a retry keeps its place.
         let ticket = quorum::unix_micros().max(1);
