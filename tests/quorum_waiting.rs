@@ -1259,3 +1259,38 @@ async fn a_wait_that_lands_after_the_call_gave_up_is_taken_back_on_one_server() 
     // WAIT, and nothing was left to withdraw it.
     a_wait_that_lands_after_the_call_gave_up_is_taken_back(1, 1, Some(3)).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_polling_wait_on_one_server_does_not_take_it_later() {
+    // One server, polling rounds (retry_count): each round's WAIT goes on
+    // a connection of its own. Cancelled while that WAIT is held back on
+    // its way, the call released the name once; the WAIT landed after that
+    // and, the holder gone, took the server for a whole TTL.
+    let server = Server::start();
+    let proxy = DelayProxy::to(server.port);
+    let waiter = Builder::new(&[proxy.url()])
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_millis(200))
+        .retry_count(3)
+        .build()
+        .unwrap();
+    let warm = waiter.try_lock("warm").await.unwrap();
+    waiter.unlock(&warm).await.unwrap();
+    for round in 0..2 {
+        let key = format!("c{round}");
+        assert!(int(&mut server.conn(), &format!("LOCK.ACQUIRE {key} x 60000")) > 0);
+        proxy.delay("WAIT", Duration::from_millis(1000));
+        let wait = waiter.lock(&key, Duration::from_secs(5));
+        let cut = tokio::time::timeout(Duration::from_millis(100), wait).await;
+        assert!(cut.is_err(), "still waiting when cancelled");
+        assert_eq!(int(&mut server.conn(), &format!("LOCK.RELEASE {key} x")), 1);
+        tokio::time::sleep(Duration::from_millis(1100)).await; // it lands
+        assert!(
+            eventually(Duration::from_secs(2), || status(&mut server.conn(), &key)
+                .is_none()),
+            "round {round}: the cancelled call holds {:?}",
+            status(&mut server.conn(), &key)
+        );
+        proxy.clear();
+    }
+}

@@ -88,12 +88,17 @@ pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
-/// Armed while an acquisition runs: dropped armed (the caller cancelled
-/// the future), it releases the name everywhere in the background.
+/// Armed while an acquisition round runs: dropped armed (the caller
+/// cancelled the future), it releases the name everywhere in the
+/// background, on the runtime the call runs on (see `one_runtime.rs`). A
+/// round that waited in the server (a WAIT, on a connection of its own)
+/// may still have one on its way: withdrawn again for a while, as a wait
+/// given up on is (`withdraw_late`).
 struct Abandoned<'a> {
     locker: Option<Locker>,
-    name: &'a str,
-    owner: &'a str,
+    req: Request<'a>,
+    waited: bool,
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Drop for Abandoned<'_> {
@@ -101,7 +106,16 @@ impl Drop for Abandoned<'_> {
         let Some(locker) = self.locker.take() else {
             return;
         };
-        locker.release_everywhere_later(self.name, self.owner);
+        let (req, waited) = (self.req, self.waited);
+        crate::one_runtime::clean_up_on(&self.runtime, || {
+            locker.release_everywhere_later(req.name, req.owner);
+            if waited {
+                let n = locker.inner.nodes.len();
+                let (none, all) = (vec![false; n], vec![true; n]);
+                let (acquires, returns) = (Pending::new(), Pending::new());
+                withdraw_late(locker, &req, acquires, none, all, returns, Weak::new());
+            }
+        });
     }
 }
 
@@ -801,8 +815,9 @@ impl Locker {
         let mut unsure = false;
         let mut abandoned = Abandoned {
             locker: req.unique.then(|| self.clone()),
-            name: req.name,
-            owner: req.owner,
+            req: *req,
+            waited: server_wait.is_some(),
+            runtime: crate::one_runtime::here(),
         };
         let got = self.attempt(req, server_wait, &mut unsure).await;
         abandoned.locker = None;
