@@ -148,6 +148,8 @@ unsafe extern "C" fn on_role_change(
         // replica never saw: count on from clock + 60 s, as after a start.
         fencing::TOKENS.observe(fencing::start_seed(ffi::wall_micros()));
         let _ = std::panic::catch_unwind(|| guard_state::arm(&Context::new(ctx), Armed::Promoted));
+    } else {
+        let _ = std::panic::catch_unwind(|| guard_state::became_replica(&Context::new(ctx)));
     }
 }
 

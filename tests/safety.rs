@@ -110,6 +110,45 @@ fn no_guard_with_an_always_fsynced_aof() {
     assert!(int(&mut c, "LOCK.ACQUIRE k a 1000") > 0);
 }
 
+/// helper-40: a replica restarted from its own AOF as a primary (its
+/// config edited, no `REPLICAOF NO ONE`) trusted that AOF as holding every
+/// grant and granted a lock its old primary had given to another owner
+/// after the replica stopped. It gets the full guard, as a promotion does;
+/// once that has passed, its own AOF is trusted again.
+#[test]
+fn a_replica_restarted_as_a_primary_from_its_aof_is_guarded() {
+    let primary = Server::start();
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1500"];
+    let mut replica = Server::replica_with(&primary, &aof, &module);
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    let rewritten = eventually(Duration::from_secs(10), || {
+        let mut field = |f| info_field(&mut r, "persistence", f);
+        field("aof_rewrite_in_progress") == "0" && field("aof_rewrite_scheduled") == "0"
+    });
+    assert!(rewritten);
+    std::thread::sleep(Duration::from_millis(1600)); // past the start-up guards
+    int(&mut p, "LOCK.ACQUIRE x alice 60000");
+    q(&mut p, "WAIT 1 2000").unwrap();
+    replica.kill();
+    int(&mut p, "LOCK.ACQUIRE y carol 60000"); // the replica never sees it
+    replica.restart_with(&aof, &module); // a primary now, from its own AOF
+    let mut r = replica.conn();
+    assert!(
+        err(&mut r, "LOCK.ACQUIRE y dave 1000").contains("refused"),
+        "granted y, which carol holds on the old primary:\n{}",
+        replica.log()
+    );
+    assert_eq!(q(&mut r, "LOCK.ACQUIRE x bob 1000").unwrap(), Value::Nil);
+    assert!(replica
+        .log()
+        .contains("may lack its primary's latest grants"));
+    // The guard spends the flag: the next restart trusts the AOF again.
+    std::thread::sleep(Duration::from_millis(1600));
+    replica.restart();
+    assert!(int(&mut replica.conn(), "LOCK.ACQUIRE z erin 1000") > 0);
+}
+
 #[test]
 fn promoted_replica_refuses_new_locks_for_the_delay() {
     let primary = Server::start();

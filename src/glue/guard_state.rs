@@ -89,12 +89,16 @@ pub fn arm(ctx: &Context, armed: Armed) {
     // A taint is spent by the full guard it forces: once that has passed,
     // every grant the stale data lacks has expired.
     let tainted = marker.tainted && armed != Armed::Loaded;
-    if until > marker.until_unix_ms || tainted != marker.tainted {
+    // So is "written as a replica", by a load or promotion as a primary;
+    // a replica's own load keeps it.
+    let replica = is_replica(ctx) || (marker.replica && armed == Armed::Started);
+    if until > marker.until_unix_ms || tainted != marker.tainted || replica != marker.replica {
         write_marker(
             ctx,
             Marker {
                 until_unix_ms: until.max(marker.until_unix_ms),
                 tainted,
+                replica,
             },
         );
     }
@@ -104,7 +108,22 @@ pub fn arm(ctx: &Context, armed: Armed) {
         Armed::Loaded => "data loaded",
         Armed::Promoted => "promoted to primary",
     };
-    ctx.log_notice(&guard::describe(why, delay, complete));
+    let from_a_replica = armed == Armed::Promoted || (armed == Armed::Loaded && marker.replica);
+    ctx.log_notice(&guard::describe(why, delay, complete, from_a_replica));
+}
+
+fn is_replica(ctx: &Context) -> bool {
+    super::ffi::Ctx(ctx.ctx).is_replica()
+}
+
+/// Now a replica (`REPLICAOF`, a demotion): what its AOF gets from here on
+/// is what reaches it, so a restart from it as a primary is guarded.
+pub fn became_replica(ctx: &Context) {
+    let marker = read_marker();
+    if !marker.replica {
+        let replica = true;
+        write_marker(ctx, Marker { replica, ..marker });
+    }
 }
 
 /// A config change: if persistence is now incomplete, the AOF stops holding

@@ -152,19 +152,22 @@ pub fn server_config(ctx: &Context, name: &str) -> String {
     }
 }
 
-/// Log a warning when `maxmemory-policy` may evict locks (once per change
-/// into such a policy): with `maxmemory` reached, an evicted lock is free
-/// for a second holder while the first still works under it.
+/// Log a warning when `maxmemory-policy` may evict locks (once per policy
+/// set, not per unrelated config change): with `maxmemory` reached, an
+/// evicted lock is free for a second holder while the first still works
+/// under it.
 pub fn warn_if_locks_can_be_evicted(ctx: &Context) {
-    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    static LAST: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
     let policy = server_config(ctx, "maxmemory-policy");
-    let evicts = crate::rules::config::policy_evicts_locks(&policy);
-    if evicts && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if *last == policy {
+        return;
+    }
+    if crate::rules::config::policy_evicts_locks(&policy) {
         ctx.log_warning(&format!(
             "lock: maxmemory-policy {policy} can evict lock keys under memory pressure, \
              and an evicted lock is granted to a second holder: use noeviction"
         ));
-    } else if !evicts {
-        WARNED.store(false, std::sync::atomic::Ordering::Relaxed);
     }
+    *last = policy;
 }

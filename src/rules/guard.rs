@@ -46,6 +46,12 @@ pub fn refusal(left: Millis) -> String {
 pub struct Marker {
     pub until_unix_ms: u64,
     pub tainted: bool,
+    /// The data was last written while this server was a replica: its AOF
+    /// holds what reached it, not every grant its primary made (after it
+    /// stopped, say). Restarted from it as a primary, it needs the full
+    /// guard, as a promotion gets (helper-40: a replica restarted as a
+    /// primary granted a lock its old primary had given to another owner).
+    pub replica: bool,
 }
 
 impl Marker {
@@ -53,27 +59,33 @@ impl Marker {
         let mut words = text.split_whitespace();
         let until_unix_ms = words.next()?.parse().ok()?;
         let tainted = words.next()? == "1";
+        // Absent in a marker written before the flag existed.
+        let replica = words.next() == Some("1");
         Some(Marker {
             until_unix_ms,
             tainted,
+            replica,
         })
     }
 
     pub fn format(&self) -> String {
-        format!("{} {}\n", self.until_unix_ms, u8::from(self.tainted))
+        let flag = |b: bool| u8::from(b);
+        let (until, tainted, replica) = (self.until_unix_ms, self.tainted, self.replica);
+        format!("{until} {} {}\n", flag(tainted), flag(replica))
     }
 }
 
 /// The guard after loading data: none if it came from a complete AOF
-/// written while persistence stayed complete, else `full_delay`; and never
-/// shorter than what a guard armed before the restart still had left.
+/// written while persistence stayed complete and this server was a
+/// primary, else `full_delay`; and never shorter than what a guard armed
+/// before the restart still had left.
 pub fn delay_after_load(
     complete: bool,
     full_delay: Millis,
     marker: Marker,
     now_unix_ms: u64,
 ) -> Millis {
-    let base = if complete && !marker.tainted {
+    let base = if complete && !marker.tainted && !marker.replica {
         0
     } else {
         full_delay
@@ -81,9 +93,19 @@ pub fn delay_after_load(
     base.max(marker.until_unix_ms.saturating_sub(now_unix_ms))
 }
 
-/// The log line that says what the guard does and why.
-pub fn describe(why: &str, delay: Millis, complete_persistence: bool) -> String {
-    if complete_persistence && delay == 0 {
+/// Why a guard is on when the data itself cannot tell: a promoted replica,
+/// or an AOF written while this server was one.
+pub const FROM_A_REPLICA: &str = "a replica's data may lack its primary's latest grants";
+
+/// The log line that says what the guard does and why (`replica`: the
+/// server was promoted, or loaded data it wrote as a replica).
+pub fn describe(why: &str, delay: Millis, complete_persistence: bool, replica: bool) -> String {
+    if replica && delay > 0 {
+        format!(
+            "lock: {why}; restart guard on: new locks refused (TRYAGAIN) for {delay} ms, since \
+             {FROM_A_REPLICA}; see lock.restart-delay-ms"
+        )
+    } else if complete_persistence && delay == 0 {
         format!("lock: {why}; restart guard off: the AOF (appendfsync always, RDB preamble) holds every grant")
     } else if complete_persistence {
         format!(
@@ -119,16 +141,19 @@ mod tests {
 
     #[test]
     fn the_log_line_names_why_the_guard_is_on() {
-        assert!(describe("AOF loaded", 0, true).contains("guard off"));
-        let carried = describe("AOF loaded", 5000, true);
+        assert!(describe("AOF loaded", 0, true, false).contains("guard off"));
+        let carried = describe("AOF loaded", 5000, true, false);
         assert!(
             carried.contains("guard on") && carried.contains("redis-lock.guard"),
             "{carried}"
         );
         assert!(!carried.contains("no AOF"), "{carried}");
-        let plain = describe("data loaded", 5000, false);
+        let plain = describe("data loaded", 5000, false, false);
         assert!(plain.contains("no AOF with appendfsync always"), "{plain}");
-        assert!(describe("data loaded", 0, false).contains("OFF"));
+        assert!(describe("data loaded", 0, false, false).contains("OFF"));
+        // helper-40: a promotion said "no AOF ... was loaded" after one was.
+        let promoted = describe("promoted to primary", 5000, false, true);
+        assert!(promoted.contains(FROM_A_REPLICA) && !promoted.contains("no AOF"));
     }
 
     #[test]
@@ -148,6 +173,7 @@ mod tests {
         let m = Marker {
             until_unix_ms: 10_000,
             tainted: false,
+            replica: false,
         };
         assert_eq!(Marker::parse(&m.format()), Some(m));
         assert_eq!(Marker::parse("garbage"), None);
@@ -159,6 +185,12 @@ mod tests {
         let tainted = Marker { tainted: true, ..m };
         assert_eq!(delay_after_load(true, 600, tainted, 20_000), 600);
         assert_eq!(delay_after_load(false, 600, Marker::default(), 20_000), 600);
+        // Written as a replica: the full guard, also after a complete AOF.
+        let replica = Marker { replica: true, ..m };
+        assert_eq!(Marker::parse(&replica.format()), Some(replica));
+        assert_eq!(delay_after_load(true, 600, replica, 20_000), 600);
+        // A marker from before the flag reads as a primary's.
+        assert_eq!(Marker::parse("10000 0"), Some(m));
     }
 
     #[test]
