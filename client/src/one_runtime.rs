@@ -22,9 +22,14 @@ pub(crate) fn here() -> Option<Handle> {
 /// that shut down takes the spawned work down with it, as it did the call.
 pub(crate) fn clean_up_on(runtime: &Option<Handle>, clean_up: impl FnOnce()) {
     match runtime {
+        // Entering panics where the thread's runtime context is gone (a
+        // thread-local destructor): the clean-up is lost there, not the
+        // process (a panic in a drop there aborts).
         Some(runtime) => {
-            let _entered = runtime.enter();
-            clean_up();
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _entered = runtime.enter();
+                clean_up();
+            }));
         }
         None => clean_up(),
     }
