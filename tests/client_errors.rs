@@ -454,3 +454,60 @@ async fn an_unlock_reaches_a_server_restarted_since_the_lock() {
         assert_eq!(holder(s), None, "the unlock left a server held");
     }
 }
+
+type Wait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+thread_local! {
+    static KEPT: std::cell::RefCell<Option<Wait>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The child side of the test below: a wait on `urls` cut off, kept in a
+/// thread-local, and dropped by its destructor when the thread exits.
+fn drop_a_wait_in_a_thread_local_destructor(urls: Vec<String>) {
+    let locker = locker(&urls);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let handle = rt.handle().clone();
+    std::thread::spawn(move || {
+        // Touched first: its destructor runs after tokio's context is gone.
+        KEPT.with(|k| k.borrow_mut().take());
+        let mut wait: Wait = Box::pin(async move {
+            let _ = locker.lock("tls", Duration::from_secs(10)).await;
+        });
+        let cut = handle.block_on(async {
+            tokio::time::timeout(Duration::from_millis(150), &mut wait)
+                .await
+                .is_err()
+        });
+        assert!(cut, "still waiting");
+        KEPT.with(|k| *k.borrow_mut() = Some(wait));
+    })
+    .join()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(800)); // the clean-up runs on rt
+}
+
+/// helper-42: entering the call's runtime from a thread-local destructor
+/// panicked there, which aborted the process, and the free server stayed
+/// held for the TTL. Run in a child process (an abort would be its own).
+#[test]
+fn a_wait_dropped_by_a_thread_local_destructor_is_cleaned_up() {
+    if let Ok(urls) = std::env::var("REDIS_LOCK_TEST_CHILD_URLS") {
+        drop_a_wait_in_a_thread_local_destructor(urls.split(',').map(String::from).collect());
+        return;
+    }
+    let servers: Vec<Server> = Server::start_n(3);
+    for s in &servers[..2] {
+        assert!(int(&mut s.conn(), "LOCK.ACQUIRE tls other 60000") > 0);
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_wait_dropped_by_a_thread_local_destructor_is_cleaned_up",
+            "--exact",
+        ])
+        .env("REDIS_LOCK_TEST_CHILD_URLS", urls(&servers).join(","))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{err}", out.status);
+    assert_eq!(status(&mut servers[2].conn(), "tls"), None, "{err}");
+}

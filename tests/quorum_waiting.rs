@@ -1294,3 +1294,29 @@ async fn a_cancelled_polling_wait_on_one_server_does_not_take_it_later() {
         proxy.clear();
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_down_does_not_hold_up_a_waits_clean_up() {
+    // helper-42: a WAIT refused by a server that is down was counted as one
+    // that may still land, and its server was "withdrawn" for 30 s after
+    // every such wait: background_done() (and a CLI's exit) waited for it.
+    // A refused connection delivers nothing later.
+    let mut nodes = Server::start_n(3);
+    nodes[2].kill();
+    let waiter = locker(&nodes[..]);
+    for node in &nodes[..2] {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE d other 60000") > 0);
+    }
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.lock("d", Duration::from_secs(5)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for node in &nodes[..2] {
+        assert_eq!(int(&mut node.conn(), "LOCK.RELEASE d other"), 1);
+    }
+    let lock = waiting.await.unwrap().expect("won on the two that are up");
+    waiter.unlock(&lock).await.unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(5), waiter.background_done()).await;
+    assert!(done.is_ok(), "clean-up still running 5 s after the unlock");
+}

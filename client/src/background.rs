@@ -100,6 +100,21 @@ impl Background {
         }));
     }
 
+    /// `spawn` on `runtime` rather than the current one (a drop that may
+    /// happen off it: `one_runtime::clean_up_on`). Spawning through a
+    /// handle needs no thread-local runtime context.
+    pub(crate) fn spawn_on<F>(&'static self, runtime: &tokio::runtime::Handle, work: F)
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let count = self.start();
+        drop(runtime.spawn(async move {
+            let _count = count;
+            work.await
+        }));
+    }
+
     /// Count work started elsewhere until the returned guard is dropped.
     pub(crate) fn start(&'static self) -> Running {
         let me = std::process::id();

@@ -64,7 +64,7 @@ impl UnlockOnDrop {
 impl Drop for UnlockOnDrop {
     fn drop(&mut self) {
         if let Some((locker, lock, runtime)) = self.0.take() {
-            one_runtime::clean_up_on(&runtime, || {
+            one_runtime::clean_up_on(&runtime, move || {
                 BACKGROUND.spawn(async move { locker.unlock(&lock).await });
             });
         }
@@ -84,36 +84,33 @@ impl Drop for UnlockOnDrop {
 /// growing intervals, until each WAIT has answered; a grant that arrives is
 /// given back, unless the unlock's RELEASE there took it back already
 /// (`TakenBack`; not where a WAIT of the acquisition failed, `gave_up[i]`:
-/// its grant could be the one taken back). A WAIT given up on (it timed
-/// out here, or failed during the acquisition) has not answered: it may
-/// still be on its way (a slow path held one 1.5 s, and it took the lock
-/// for a TTL after the call had given up: helper-38), so its server is
-/// released again too, until `WITHDRAW_FOR` after the let-go (a server
-/// stalled that long may still queue one: it then holds that server for
-/// one TTL, not the lock).
+/// its grant could be the one taken back). A WAIT that timed out (`lost`)
+/// has not answered either: it may still be on its way (a slow path held
+/// one 1.5 s, and it took the lock for a TTL after the call had given up:
+/// helper-38), so its server is released again too, until `WITHDRAW_FOR`
+/// after the let-go (a server stalled that long may still queue one: it
+/// then holds that server for one TTL, not the lock). Not one refused or
+/// broken: that connection delivers nothing later, and a server down kept
+/// every wait's clean-up (and a CLI's exit) waiting 30 s (helper-42).
 pub(crate) fn withdraw_late(
     locker: Locker,
     req: &Request<'_>,
     mut acquires: Pending,
-    queued: Vec<bool>,
-    gave_up: Vec<bool>,
+    outstanding: Outstanding,
     returns: Pending,
     held: Weak<Shared>,
 ) {
     debug_assert!(req.unique);
-    let given_up = gave_up.iter().any(|&g| g);
-    if acquires.is_empty() && returns.is_empty() && !given_up {
+    let lost = outstanding.lost.iter().any(|&l| l);
+    if acquires.is_empty() && returns.is_empty() && !lost {
         return; // nothing out: no task
     }
     let (name, owner) = (req.name.to_string(), req.owner.to_string());
     let count = Shared::count_from_let_go(&held);
     let mut taken_back = Shared::taken_back(&held);
     BACKGROUND.spawn_counted(count, async move {
-        // Given up on during the acquisition: not answered either.
-        let queued = queued.iter().zip(&gave_up).map(|(&q, &g)| q || g).collect();
         let mut out = Withdrawal {
-            queued,
-            gave_up,
+            out: outstanding,
             releases: returns,
             undecided: Vec::new(),
         };
@@ -124,16 +121,15 @@ pub(crate) fn withdraw_late(
         while out.open() || !out.releases.is_empty() || !out.undecided.is_empty() {
             tokio::select! {
                 Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
+                    out.out.queued[i] = false;
                     match acquire_answer(untag(reply).0) {
                         // Given up on here: it may still land.
-                        Answer::Failed(cause) if is_timeout(&cause) => out.gave_up[i] = true,
-                        answer => {
-                            out.queued[i] = out.gave_up[i]; // an earlier one may still land
-                            if matches!(answer, Answer::Yes(_)) && Shared::is_let_go(&held) {
-                                out.undecided.push(i);
-                                out.decide(&taken_back.borrow_and_update(), release);
-                            }
+                        Answer::Failed(cause) if is_timeout(&cause) => out.out.lost(i),
+                        Answer::Yes(_) if Shared::is_let_go(&held) => {
+                            out.undecided.push(i);
+                            out.decide(&taken_back.borrow_and_update(), release);
                         }
+                        _ => {}
                     }
                 }
                 Some(_) = out.releases.next(), if !out.releases.is_empty() => {}
@@ -153,7 +149,7 @@ pub(crate) fn withdraw_late(
                         if *give_up.get_or_insert(now + WITHDRAW_FOR) <= now {
                             return;
                         }
-                        for (i, _) in out.queued.iter().enumerate().filter(|(_, &q)| q) {
+                        for i in out.out.unanswered() {
                             out.releases.push(release(i));
                         }
                         interval = (interval * 2).min(Duration::from_secs(1));
@@ -165,12 +161,54 @@ pub(crate) fn withdraw_late(
     });
 }
 
+/// Per server, what of an acquisition may still reach it or be granted
+/// there once it is over (see `withdraw_late`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Outstanding {
+    /// A WAIT still in flight.
+    pub(crate) queued: Vec<bool>,
+    /// A WAIT failed there (timed out, its connection broke): its grant
+    /// could be the one an unlock took back (`TakenBack`).
+    pub(crate) gave_up: Vec<bool>,
+    /// A WAIT that timed out, so may still be on its way.
+    pub(crate) lost: Vec<bool>,
+}
+
+impl Outstanding {
+    /// Nothing out yet on `n` servers.
+    pub(crate) fn new(n: usize) -> Outstanding {
+        let none = vec![false; n];
+        Outstanding {
+            queued: none.clone(),
+            gave_up: none.clone(),
+            lost: none,
+        }
+    }
+
+    /// A WAIT to server `i` failed with `cause`.
+    pub(crate) fn failed(&mut self, i: usize, cause: &str) {
+        self.gave_up[i] = true;
+        if is_timeout(cause) {
+            self.lost[i] = true;
+        }
+    }
+
+    /// A WAIT to server `i` timed out.
+    fn lost(&mut self, i: usize) {
+        self.gave_up[i] = true;
+        self.lost[i] = true;
+    }
+
+    /// Servers a WAIT may still reach: in flight, or lost on the way.
+    fn unanswered(&self) -> impl Iterator<Item = usize> + '_ {
+        let either = self.queued.iter().zip(&self.lost).map(|(&q, &l)| q || l);
+        either.enumerate().filter(|&(_, u)| u).map(|(i, _)| i)
+    }
+}
+
 /// `withdraw_late`'s state.
 struct Withdrawal {
-    /// A WAIT unanswered on each node: still out, or given up on.
-    queued: Vec<bool>,
-    /// A WAIT of the acquisition failed there (timed out, broke).
-    gave_up: Vec<bool>,
+    out: Outstanding,
     releases: Pending,
     /// Nodes whose grant came after the let-go, while the unlock's
     /// RELEASEs were out: released unless those took the grant back.
@@ -180,7 +218,7 @@ struct Withdrawal {
 impl Withdrawal {
     /// A WAIT of the acquisition may still be queued or on its way.
     fn open(&self) -> bool {
-        self.queued.iter().any(|&q| q)
+        self.out.unanswered().next().is_some()
     }
 
     /// Release the undecided grants the unlock did not take back, once
@@ -196,7 +234,7 @@ impl Withdrawal {
             TakenBack::Known(nodes) => nodes,
         };
         for i in self.undecided.drain(..) {
-            if self.gave_up[i] || !known.contains(&i) {
+            if self.out.gave_up[i] || !known.contains(&i) {
                 self.releases.push(release(i));
             }
         }

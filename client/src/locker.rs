@@ -6,7 +6,9 @@ use crate::background::BACKGROUND;
 use crate::busy::RecentlyBusy;
 use crate::config::Config;
 use crate::error::{Error, NodeFailure};
-use crate::let_go::{release_timed_out, release_when_answered, settle_late, withdraw_late};
+use crate::let_go::{
+    release_timed_out, release_when_answered, settle_late, withdraw_late, Outstanding,
+};
 use crate::lock::{Lock, Shared};
 use crate::node::{is_timeout, within, Node};
 use crate::one_runtime::on_one_runtime;
@@ -106,14 +108,17 @@ impl Drop for Abandoned<'_> {
         let Some(locker) = self.locker.take() else {
             return;
         };
-        let (req, waited) = (self.req, self.waited);
-        crate::one_runtime::clean_up_on(&self.runtime, || {
+        let (req, waited) = (self.req.to_owned(), self.waited);
+        crate::one_runtime::clean_up_on(&self.runtime, move || {
+            let req = req.get();
             locker.release_everywhere_later(req.name, req.owner);
             if waited {
-                let n = locker.inner.nodes.len();
-                let (none, all) = (vec![false; n], vec![true; n]);
+                // Its WAIT was dropped unanswered: it may still land.
+                let mut lost = Outstanding::new(locker.inner.nodes.len());
+                lost.lost = vec![true; lost.queued.len()];
+                lost.gave_up = lost.lost.clone();
                 let (acquires, returns) = (Pending::new(), Pending::new());
-                withdraw_late(locker, &req, acquires, none, all, returns, Weak::new());
+                withdraw_late(locker, &req, acquires, lost, returns, Weak::new());
             }
         });
     }
@@ -149,6 +154,38 @@ impl<'a> Request<'a> {
         Request {
             owner: fresh.as_str(),
             ..*self
+        }
+    }
+
+    /// The request with its strings owned, for clean-up spawned elsewhere.
+    pub(crate) fn to_owned(self) -> OwnedRequest {
+        OwnedRequest {
+            name: self.name.to_string(),
+            owner: self.owner.to_string(),
+            ttl: self.ttl,
+            reentrant: self.reentrant,
+            unique: self.unique,
+        }
+    }
+}
+
+/// A `Request` that owns its strings.
+pub(crate) struct OwnedRequest {
+    name: String,
+    owner: String,
+    ttl: Duration,
+    reentrant: bool,
+    unique: bool,
+}
+
+impl OwnedRequest {
+    pub(crate) fn get(&self) -> Request<'_> {
+        Request {
+            name: &self.name,
+            owner: &self.owner,
+            ttl: self.ttl,
+            reentrant: self.reentrant,
+            unique: self.unique,
         }
     }
 }
@@ -487,13 +524,15 @@ impl Locker {
                 // follows it there, and one that lands late takes the lock
                 // for a TTL (helper-38, one server): withdrawn until it
                 // answers, as a queued wait's are.
-                let mut out = vec![false; self.inner.nodes.len()];
+                let mut out = Outstanding::new(self.inner.nodes.len());
                 for &i in &later {
-                    out[i] = true;
+                    out.queued[i] = !timed_out[i]; // still in flight
                 }
+                out.gave_up = timed_out.clone();
+                out.lost = timed_out;
                 let late = late.map_or_else(Pending::new, |(late, _)| late);
                 let (returns, let_go) = (Pending::new(), Weak::new());
-                withdraw_late(self.clone(), req, late, out, timed_out, returns, let_go);
+                withdraw_late(self.clone(), req, late, out, returns, let_go);
             } else {
                 release_when_answered(self.clone(), req, late, later);
             }

@@ -6,6 +6,7 @@
 //! it is dropped runs on that runtime too (`clean_up_on`), wherever the
 //! drop happens: outside any runtime, or on another one.
 
+use crate::background::BACKGROUND;
 use std::future::Future;
 use std::task::Poll;
 use tokio::runtime::{Handle, Id};
@@ -15,23 +16,20 @@ pub(crate) fn here() -> Option<Handle> {
     Handle::try_current().ok()
 }
 
-/// Run `clean_up` (which spawns the clean-up on the current runtime) in
-/// the context of `runtime`, where the call's requests belong: dropped
-/// outside a runtime, the clean-up had nowhere to go and was lost, and on
-/// another runtime the requests could not be driven (helper-39). A runtime
-/// that shut down takes the spawned work down with it, as it did the call.
-pub(crate) fn clean_up_on(runtime: &Option<Handle>, clean_up: impl FnOnce()) {
+/// Run `clean_up` (which spawns the clean-up on the current runtime) on
+/// `runtime`, where the call's requests belong: dropped outside a runtime,
+/// the clean-up had nowhere to go and was lost, and on another runtime the
+/// requests could not be driven (helper-39). Spawned through the handle,
+/// which needs no thread-local context: entering the runtime instead
+/// panicked in a thread-local destructor, and a panic there aborts
+/// (helper-42). A runtime that shut down takes the work down with it, as it
+/// did the call.
+pub(crate) fn clean_up_on(runtime: &Option<Handle>, clean_up: impl FnOnce() + Send + 'static) {
     match runtime {
-        // Entering panics where the thread's runtime context is gone (a
-        // thread-local destructor): the clean-up is lost there, not the
-        // process (a panic in a drop there aborts).
-        Some(runtime) => {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let _entered = runtime.enter();
-                clean_up();
-            }));
+        Some(runtime) if current() != Some(runtime.id()) => {
+            BACKGROUND.spawn_on(runtime, async move { clean_up() })
         }
-        None => clean_up(),
+        _ => clean_up(),
     }
 }
 

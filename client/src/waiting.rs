@@ -21,7 +21,7 @@
 //! grants from a majority, exactly as in a polling round.
 
 use crate::error::Error;
-use crate::let_go::{mark_unsure, settle_late, withdraw_late, UnlockOnDrop, UNSURE};
+use crate::let_go::{mark_unsure, settle_late, withdraw_late, Outstanding, UnlockOnDrop, UNSURE};
 use crate::lock::{Lock, Shared};
 use crate::locker::{lock_cmd, ms, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
 use crate::node::{is_timeout, Failure};
@@ -94,8 +94,9 @@ struct InFlight<'a> {
     slots: Vec<Slot>,
     /// Servers where a WAIT of this pass failed (timed out, its
     /// connection broke): it may still be granted there, as well as the
-    /// WAIT sent after it (see `withdraw_late`).
-    gave_up: Vec<bool>,
+    /// WAIT sent after it (see `withdraw_late`); `queued` is filled from
+    /// `slots` when the pass hands over.
+    failed: Outstanding,
     acquires: Pending,
     /// Give-backs (RELEASEs) of a minority of grants.
     returns: Pending,
@@ -109,7 +110,7 @@ impl<'a> InFlight<'a> {
         InFlight {
             locker,
             req: *req,
-            gave_up: vec![false; slots.len()],
+            failed: Outstanding::new(slots.len()),
             slots,
             acquires: Pending::new(),
             returns: Pending::new(),
@@ -119,14 +120,23 @@ impl<'a> InFlight<'a> {
     }
 
     /// The pass won: its state, for the lock to carry on with.
-    fn disarm(mut self) -> (Vec<Slot>, Vec<bool>, Pending, Pending) {
+    fn disarm(mut self) -> (Vec<Slot>, Outstanding, Pending, Pending) {
         self.armed = false;
+        let outstanding = self.outstanding();
         (
             std::mem::take(&mut self.slots),
-            std::mem::take(&mut self.gave_up),
+            outstanding,
             std::mem::replace(&mut self.acquires, Pending::new()),
             std::mem::replace(&mut self.returns, Pending::new()),
         )
+    }
+
+    /// What may still reach the servers: the WAITs still out, and those
+    /// that failed.
+    fn outstanding(&mut self) -> Outstanding {
+        let mut out = std::mem::take(&mut self.failed);
+        out.queued = still_queued(&self.slots);
+        out
     }
 }
 
@@ -135,23 +145,16 @@ impl Drop for InFlight<'_> {
         if !self.armed || !self.req.unique {
             return;
         }
-        let (locker, req) = (self.locker, &self.req);
+        let locker = self.locker.clone();
+        let req = self.req.to_owned();
         let acquires = std::mem::replace(&mut self.acquires, Pending::new());
         let returns = std::mem::replace(&mut self.returns, Pending::new());
-        let queued = still_queued(&self.slots);
-        let gave_up = std::mem::take(&mut self.gave_up);
-        one_runtime::clean_up_on(&self.runtime, || {
+        let outstanding = self.outstanding();
+        one_runtime::clean_up_on(&self.runtime, move || {
+            let req = req.get();
             locker.release_everywhere_later(req.name, req.owner);
             let let_go = Weak::new();
-            withdraw_late(
-                locker.clone(),
-                req,
-                acquires,
-                queued,
-                gave_up,
-                returns,
-                let_go,
-            );
+            withdraw_late(locker, &req, acquires, outstanding, returns, let_go);
         });
     }
 }
@@ -370,7 +373,7 @@ impl Locker {
                         }
                         Answer::Busy => Slot::Out(None),
                         Answer::Failed(cause) if now < deadline => {
-                            out.gave_up[i] = true;
+                            out.failed.failed(i, &cause);
                             causes[i] = Some(cause);
                             Slot::Retry(now + self.pause())
                         }
@@ -427,7 +430,7 @@ impl Locker {
             }
             return Err(failure);
         }
-        let (slots, gave_up, acquires, returns) = out.disarm();
+        let (slots, outstanding, acquires, returns) = out.disarm();
         let shared = Arc::new(Shared::default());
 
         let mut tally = Tally::new(n);
@@ -442,9 +445,8 @@ impl Locker {
         // Requests still out: a WAIT queued where the lock was not granted
         // is withdrawn once the lock is let go (see withdraw_late).
         if req.unique {
-            let queued = still_queued(&slots);
             let held = Arc::downgrade(&shared);
-            withdraw_late(self.clone(), req, acquires, queued, gave_up, returns, held);
+            withdraw_late(self.clone(), req, acquires, outstanding, returns, held);
         } else {
             let mut late = acquires;
             late.append(returns);
