@@ -149,6 +149,57 @@ fn a_replica_restarted_as_a_primary_from_its_aof_is_guarded() {
     assert!(int(&mut replica.conn(), "LOCK.ACQUIRE z erin 1000") > 0);
 }
 
+/// helper-41: a missing, empty or garbled `redis-lock.guard` read as "a
+/// primary's complete AOF, no guard left", and a replica's AOF (or any
+/// other) was trusted. Without a marker nothing is known: the full guard.
+#[test]
+fn a_lost_or_torn_guard_marker_means_the_full_guard() {
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+    let mut s = Server::with(&aof, &module);
+    let marker = s.dir.join("redis-lock.guard");
+    std::thread::sleep(Duration::from_millis(1100)); // past the first start's guard
+    s.restart();
+    assert!(
+        int(&mut s.conn(), "LOCK.ACQUIRE a x 1000") > 0,
+        "a complete AOF with its marker: no guard"
+    );
+    for damage in ["missing", "empty", "garbled"] {
+        match damage {
+            "missing" => std::fs::remove_file(&marker).unwrap(),
+            "empty" => std::fs::write(&marker, "").unwrap(),
+            _ => std::fs::write(&marker, "not a marker").unwrap(),
+        }
+        s.restart();
+        let refused = err(&mut s.conn(), "LOCK.ACQUIRE b y 1000");
+        assert!(
+            refused.contains("refused"),
+            "{damage}: {refused}\n{}",
+            s.log()
+        );
+        assert!(s.log().contains("missing or unreadable"), "{damage}");
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+}
+
+/// helper-41: a run with `appendonly no` in its config file (not a CONFIG
+/// SET) granted a lock; the next run, back on the production settings,
+/// loaded the older AOF, which lacks it, with the guard off.
+#[test]
+fn an_aof_left_stale_by_a_run_without_it_is_not_trusted() {
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+    let mut s = Server::with(&aof, &module);
+    std::thread::sleep(Duration::from_millis(1100));
+    int(&mut s.conn(), "LOCK.ACQUIRE x alice 1000");
+    s.restart_with(&["--appendonly", "no"], &module);
+    std::thread::sleep(Duration::from_millis(1100)); // its own guard
+    int(&mut s.conn(), "LOCK.ACQUIRE y carol 1000"); // in no AOF
+    s.restart_with(&aof, &module);
+    let refused = err(&mut s.conn(), "LOCK.ACQUIRE y dave 1000");
+    assert!(refused.contains("refused"), "{refused}\n{}", s.log());
+}
+
 #[test]
 fn promoted_replica_refuses_new_locks_for_the_delay() {
     let primary = Server::start();

@@ -36,22 +36,32 @@ fn wall_ms() -> u64 {
     super::ffi::wall_micros() / 1000
 }
 
-fn read_marker() -> Marker {
-    std::fs::read_to_string(MARKER_FILE)
-        .ok()
-        .and_then(|text| Marker::parse(&text))
-        .unwrap_or_default()
+/// The marker, or None when it is missing, empty or unreadable: then
+/// nothing is known of how the data was written (`Reason::NoMarker`).
+fn read_marker() -> Option<Marker> {
+    let text = std::fs::read_to_string(MARKER_FILE).ok()?;
+    Marker::parse(&text)
 }
 
 /// Write the marker and fsync it: it must be on disk before any grant it
-/// is meant to cover. A failure is logged, never fatal.
+/// is meant to cover. Written aside and renamed over the old one, so a
+/// crash mid-write leaves the old marker or the new, never an empty file
+/// (helper-41: a `kill -9` in the truncating write left an empty one). A
+/// failure is logged, never fatal.
 fn write_marker(ctx: &Context, marker: Marker) {
-    let written = std::fs::File::create(MARKER_FILE).and_then(|mut f| {
-        f.write_all(marker.format().as_bytes())?;
-        f.sync_all()
-    });
+    let aside = format!("{MARKER_FILE}.tmp");
+    let written = std::fs::File::create(&aside)
+        .and_then(|mut f| {
+            f.write_all(marker.format().as_bytes())?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&aside, MARKER_FILE))
+        .and_then(|()| std::fs::File::open(".")?.sync_all()); // the rename
     if let Err(e) = written {
-        ctx.log_warning(&format!("lock: could not write {MARKER_FILE}: {e}"));
+        ctx.log_warning(&format!(
+            "lock: could not write {MARKER_FILE} in the server's dir ({e}): the restart guard \
+             cannot carry over a restart; make it writable"
+        ));
     }
 }
 
@@ -65,34 +75,42 @@ fn persistence_is_complete(ctx: &Context) -> bool {
 
 /// The marker as the previous run left it, read at module load (before the
 /// start-up guard of this run overwrites it), for the load that follows.
-static PREVIOUS: std::sync::Mutex<Option<Marker>> = std::sync::Mutex::new(None);
+/// (Outer None: not read yet; inner None: there was none.)
+static PREVIOUS: std::sync::Mutex<Option<Option<Marker>>> = std::sync::Mutex::new(None);
 
 /// Arm the restart guard, remember it on disk, and say so in the log.
 pub fn arm(ctx: &Context, armed: Armed) {
     let aof_loaded = AOF_LOADED.load(Relaxed);
-    let complete = armed == Armed::Loaded && aof_loaded && persistence_is_complete(ctx);
+    let persistence_complete = persistence_is_complete(ctx);
+    let complete = armed == Armed::Loaded && aof_loaded && persistence_complete;
     let mut previous = PREVIOUS.lock().unwrap_or_else(|p| p.into_inner());
-    let marker = match armed {
+    let found = match armed {
         Armed::Started => *previous.insert(read_marker()),
         Armed::Loaded => previous.take().unwrap_or_else(read_marker),
         Armed::Promoted => read_marker(),
     };
     drop(previous);
+    let marker = found.unwrap_or_default();
     let full = config::restart_delay_ms(false);
     let now = wall_ms();
-    let delay = match armed {
-        Armed::Loaded => guard::delay_after_load(complete, full, marker, now),
-        Armed::Started | Armed::Promoted => full,
+    let (delay, reason) = match armed {
+        Armed::Loaded => guard::delay_after_load(complete, full, found, now),
+        Armed::Started => (full, guard::Reason::Incomplete),
+        Armed::Promoted => (full, guard::Reason::FromReplica),
     };
     guard::arm(delay);
     let until = now.saturating_add(delay);
     // A taint is spent by the full guard it forces: once that has passed,
-    // every grant the stale data lacks has expired.
-    let tainted = marker.tainted && armed != Armed::Loaded;
+    // every grant the stale data lacks has expired. Running with
+    // persistence incomplete taints what is written from now on, also when
+    // the config file said so at start (helper-41: an AOF left stale by a
+    // run with `appendonly no` in the file was trusted by the next).
+    let tainted = (marker.tainted && armed != Armed::Loaded) || !persistence_complete;
     // So is "written as a replica", by a load or promotion as a primary;
     // a replica's own load keeps it.
     let replica = is_replica(ctx) || (marker.replica && armed == Armed::Started);
-    if until > marker.until_unix_ms || tainted != marker.tainted || replica != marker.replica {
+    let changed = tainted != marker.tainted || replica != marker.replica;
+    if found.is_none() || until > marker.until_unix_ms || changed {
         write_marker(
             ctx,
             Marker {
@@ -108,8 +126,7 @@ pub fn arm(ctx: &Context, armed: Armed) {
         Armed::Loaded => "data loaded",
         Armed::Promoted => "promoted to primary",
     };
-    let from_a_replica = armed == Armed::Promoted || (armed == Armed::Loaded && marker.replica);
-    ctx.log_notice(&guard::describe(why, delay, complete, from_a_replica));
+    ctx.log_notice(&guard::describe(why, delay, reason));
 }
 
 fn is_replica(ctx: &Context) -> bool {
@@ -119,7 +136,7 @@ fn is_replica(ctx: &Context) -> bool {
 /// Now a replica (`REPLICAOF`, a demotion): what its AOF gets from here on
 /// is what reaches it, so a restart from it as a primary is guarded.
 pub fn became_replica(ctx: &Context) {
-    let marker = read_marker();
+    let marker = read_marker().unwrap_or_default();
     if !marker.replica {
         let replica = true;
         write_marker(ctx, Marker { replica, ..marker });
@@ -130,7 +147,7 @@ pub fn became_replica(ctx: &Context) {
 /// every grant, so the next load must be guarded whatever the config then.
 pub fn on_config_change(ctx: &Context) {
     if !persistence_is_complete(ctx) {
-        let marker = read_marker();
+        let marker = read_marker().unwrap_or_default();
         if !marker.tainted {
             write_marker(
                 ctx,

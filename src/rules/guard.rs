@@ -75,55 +75,95 @@ impl Marker {
     }
 }
 
+/// Why the guard after a load is what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// A complete AOF, written by this server as a primary with persistence
+    /// complete all along: no guard.
+    Complete,
+    /// A complete AOF, but an earlier guard had time left (kept).
+    Earlier,
+    /// Persistence was incomplete at some point since the AOF was written.
+    Tainted,
+    /// The data was written while this server was a replica, or it was just
+    /// promoted.
+    FromReplica,
+    /// `redis-lock.guard` missing, empty or unreadable: the data's history
+    /// is unknown (a torn write, a restored or moved data dir).
+    NoMarker,
+    /// No complete AOF was loaded (a start, an RDB, incomplete settings).
+    Incomplete,
+}
+
 /// The guard after loading data: none if it came from a complete AOF
-/// written while persistence stayed complete and this server was a
-/// primary, else `full_delay`; and never shorter than what a guard armed
-/// before the restart still had left.
+/// written by this server as a primary while persistence stayed complete,
+/// else `full_delay`; and never shorter than what a guard armed before the
+/// restart still had left. Without a marker, nothing is known of that
+/// history: the full guard (helper-41: a missing or torn marker turned it
+/// off for a replica's AOF).
 pub fn delay_after_load(
     complete: bool,
     full_delay: Millis,
-    marker: Marker,
+    marker: Option<Marker>,
     now_unix_ms: u64,
-) -> Millis {
-    let base = if complete && !marker.tainted && !marker.replica {
+) -> (Millis, Reason) {
+    let reason = match marker {
+        _ if !complete => Reason::Incomplete,
+        None => Reason::NoMarker,
+        Some(m) if m.replica => Reason::FromReplica,
+        Some(m) if m.tainted => Reason::Tainted,
+        Some(_) => Reason::Complete,
+    };
+    let base = if reason == Reason::Complete {
         0
     } else {
         full_delay
     };
-    base.max(marker.until_unix_ms.saturating_sub(now_unix_ms))
+    let left = marker.map_or(0, |m| m.until_unix_ms.saturating_sub(now_unix_ms));
+    match reason {
+        Reason::Complete if left > 0 => (left, Reason::Earlier),
+        _ => (base.max(left), reason),
+    }
 }
 
 /// Why a guard is on when the data itself cannot tell: a promoted replica,
 /// or an AOF written while this server was one.
 pub const FROM_A_REPLICA: &str = "a replica's data may lack its primary's latest grants";
 
-/// The log line that says what the guard does and why (`replica`: the
-/// server was promoted, or loaded data it wrote as a replica).
-pub fn describe(why: &str, delay: Millis, complete_persistence: bool, replica: bool) -> String {
-    if replica && delay > 0 {
-        format!(
-            "lock: {why}; restart guard on: new locks refused (TRYAGAIN) for {delay} ms, since \
-             {FROM_A_REPLICA}; see lock.restart-delay-ms"
-        )
-    } else if complete_persistence && delay == 0 {
-        format!("lock: {why}; restart guard off: the AOF (appendfsync always, RDB preamble) holds every grant")
-    } else if complete_persistence {
-        format!(
-            "lock: {why}; restart guard on: new locks refused (TRYAGAIN) for {delay} ms, the rest of an \
-             earlier guard kept in redis-lock.guard (an earlier start's, or one forced by a run-time \
-             persistence change); the AOF holds every grant, so later restarts are not guarded"
-        )
-    } else if delay == 0 {
-        format!(
-            "lock: {why}; restart guard OFF (lock.restart-delay-ms 0) without an always-fsync'd AOF: \
-             in a quorum this node may grant a lock another client still holds on the other nodes"
-        )
-    } else {
-        format!(
-            "lock: {why}; restart guard on: new locks refused (TRYAGAIN) for {delay} ms, since the data \
-             may lack recent grants (no AOF with appendfsync always was loaded); see lock.restart-delay-ms"
-        )
-    }
+/// The log line that says what the guard does and why.
+pub fn describe(why: &str, delay: Millis, reason: Reason) -> String {
+    let because = match reason {
+        Reason::Complete => {
+            return format!(
+                "lock: {why}; restart guard off: the AOF (appendfsync always, RDB preamble) holds every grant"
+            )
+        }
+        _ if delay == 0 => {
+            return format!(
+                "lock: {why}; restart guard OFF (lock.restart-delay-ms 0): in a quorum this node may \
+                 grant a lock another client still holds on the other nodes"
+            )
+        }
+        Reason::Earlier => {
+            "the rest of an earlier guard, kept in redis-lock.guard; the AOF holds every grant, \
+             so later restarts are not guarded"
+        }
+        Reason::Tainted => {
+            "persistence was incomplete at some point since this AOF was written \
+             (appendonly or appendfsync changed), so it may lack grants"
+        }
+        Reason::FromReplica => FROM_A_REPLICA,
+        Reason::NoMarker => {
+            "redis-lock.guard is missing or unreadable, so nothing is known of how the data was written"
+        }
+        Reason::Incomplete => {
+            "the data may lack recent grants (no AOF with appendfsync always was loaded)"
+        }
+    };
+    format!(
+        "lock: {why}; restart guard on: new locks refused (TRYAGAIN) for {delay} ms, since {because}; \
+         see lock.restart-delay-ms"
+    )
 }
 
 /// Whether an AOF this server loaded can be trusted to hold every grant and
@@ -141,19 +181,24 @@ mod tests {
 
     #[test]
     fn the_log_line_names_why_the_guard_is_on() {
-        assert!(describe("AOF loaded", 0, true, false).contains("guard off"));
-        let carried = describe("AOF loaded", 5000, true, false);
+        assert!(describe("AOF loaded", 0, Reason::Complete).contains("guard off"));
+        let carried = describe("AOF loaded", 5000, Reason::Earlier);
         assert!(
             carried.contains("guard on") && carried.contains("redis-lock.guard"),
             "{carried}"
         );
         assert!(!carried.contains("no AOF"), "{carried}");
-        let plain = describe("data loaded", 5000, false, false);
+        let plain = describe("data loaded", 5000, Reason::Incomplete);
         assert!(plain.contains("no AOF with appendfsync always"), "{plain}");
-        assert!(describe("data loaded", 0, false, false).contains("OFF"));
-        // helper-40: a promotion said "no AOF ... was loaded" after one was.
-        let promoted = describe("promoted to primary", 5000, false, true);
+        assert!(describe("data loaded", 0, Reason::Incomplete).contains("OFF"));
+        // helper-40/41: a promotion or a tainted AOF said "no AOF ... was
+        // loaded" or "the AOF holds every grant".
+        let promoted = describe("promoted to primary", 5000, Reason::FromReplica);
         assert!(promoted.contains(FROM_A_REPLICA) && !promoted.contains("no AOF"));
+        let tainted = describe("AOF loaded", 5000, Reason::Tainted);
+        assert!(tainted.contains("incomplete") && !tainted.contains("holds every grant"));
+        let unknown = describe("AOF loaded", 5000, Reason::NoMarker);
+        assert!(unknown.contains("missing or unreadable"), "{unknown}");
     }
 
     #[test]
@@ -178,19 +223,39 @@ mod tests {
         assert_eq!(Marker::parse(&m.format()), Some(m));
         assert_eq!(Marker::parse("garbage"), None);
         // A complete AOF loaded after the old guard ran out: no guard.
-        assert_eq!(delay_after_load(true, 600, m, 20_000), 0);
+        assert_eq!(
+            delay_after_load(true, 600, Some(m), 20_000),
+            (0, Reason::Complete)
+        );
         // Restarted while the old guard still had 4 s left: those 4 s stay.
-        assert_eq!(delay_after_load(true, 600, m, 6_000), 4_000);
+        assert_eq!(
+            delay_after_load(true, 600, Some(m), 6_000),
+            (4_000, Reason::Earlier)
+        );
         // Persistence was incomplete at some point: the full guard.
         let tainted = Marker { tainted: true, ..m };
-        assert_eq!(delay_after_load(true, 600, tainted, 20_000), 600);
-        assert_eq!(delay_after_load(false, 600, Marker::default(), 20_000), 600);
+        assert_eq!(
+            delay_after_load(true, 600, Some(tainted), 20_000),
+            (600, Reason::Tainted)
+        );
+        let none = Some(Marker::default());
+        assert_eq!(
+            delay_after_load(false, 600, none, 20_000),
+            (600, Reason::Incomplete)
+        );
         // Written as a replica: the full guard, also after a complete AOF.
         let replica = Marker { replica: true, ..m };
         assert_eq!(Marker::parse(&replica.format()), Some(replica));
-        assert_eq!(delay_after_load(true, 600, replica, 20_000), 600);
+        let from_replica = delay_after_load(true, 600, Some(replica), 20_000);
+        assert_eq!(from_replica, (600, Reason::FromReplica));
         // A marker from before the flag reads as a primary's.
         assert_eq!(Marker::parse("10000 0"), Some(m));
+        // No marker (deleted, torn, unreadable): nothing known, full guard.
+        assert_eq!(Marker::parse(""), None);
+        assert_eq!(
+            delay_after_load(true, 600, None, 20_000),
+            (600, Reason::NoMarker)
+        );
     }
 
     #[test]
