@@ -149,6 +149,31 @@ fn a_replica_restarted_as_a_primary_from_its_aof_is_guarded() {
     assert!(int(&mut replica.conn(), "LOCK.ACQUIRE z erin 1000") > 0);
 }
 
+/// helper-43: after a full sync the AOF is rewritten; a promotion spent the
+/// "written as a replica" flag, and when that rewrite outlasted the guard a
+/// grant went only to the rewrite's temporary file, so a `kill -9` brought
+/// back the pre-sync AOF, trusted. The first load after a promotion gets
+/// the full guard (conservative: here the rewrite did finish).
+#[test]
+fn the_first_restart_after_a_promotion_is_guarded() {
+    let primary = Server::start();
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+    let mut replica = Server::replica_with(&primary, &aof, &module);
+    let mut r = replica.conn();
+    let rewritten = eventually(Duration::from_secs(10), || {
+        let mut field = |f| info_field(&mut r, "persistence", f);
+        field("aof_rewrite_in_progress") == "0" && field("aof_rewrite_scheduled") == "0"
+    });
+    assert!(rewritten);
+    q(&mut r, "REPLICAOF NO ONE").unwrap();
+    std::thread::sleep(Duration::from_millis(1100)); // the promotion's guard
+    assert!(int(&mut r, "LOCK.ACQUIRE l b 1000") > 0);
+    replica.restart_with(&aof, &module); // kill -9, back as a primary
+    let refused = err(&mut replica.conn(), "LOCK.ACQUIRE m c 1000");
+    assert!(refused.contains("refused"), "{refused}\n{}", replica.log());
+}
+
 /// helper-41: a missing, empty or garbled `redis-lock.guard` read as "a
 /// primary's complete AOF, no guard left", and a replica's AOF (or any
 /// other) was trusted. Without a marker nothing is known: the full guard.

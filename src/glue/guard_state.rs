@@ -106,9 +106,12 @@ pub fn arm(ctx: &Context, armed: Armed) {
     // the config file said so at start (helper-41: an AOF left stale by a
     // run with `appendonly no` in the file was trusted by the next).
     let tainted = (marker.tainted && armed != Armed::Loaded) || !persistence_complete;
-    // So is "written as a replica", by a load or promotion as a primary;
-    // a replica's own load keeps it.
-    let replica = is_replica(ctx) || (marker.replica && armed == Armed::Started);
+    // So is "written as a replica", by a load as a primary; a replica's
+    // own load keeps it, and so does a promotion: the AOF on disk may still
+    // be the one from before the last full sync until the rewrite that
+    // follows it is done (helper-43: a rewrite slower than the guard, a
+    // grant after the guard, kill -9, and the stale AOF was trusted).
+    let replica = is_replica(ctx) || (marker.replica && armed != Armed::Loaded);
     let changed = tainted != marker.tainted || replica != marker.replica;
     if found.is_none() || until > marker.until_unix_ms || changed {
         write_marker(

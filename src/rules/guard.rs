@@ -119,7 +119,11 @@ pub fn delay_after_load(
     } else {
         full_delay
     };
+    // Never longer than a full guard: a deadline set while the clock ran
+    // ahead (or edited by hand) kept a node refusing for an hour
+    // (helper-43).
     let left = marker.map_or(0, |m| m.until_unix_ms.saturating_sub(now_unix_ms));
+    let left = left.min(full_delay);
     match reason {
         Reason::Complete if left > 0 => (left, Reason::Earlier),
         _ => (base.max(left), reason),
@@ -150,7 +154,7 @@ pub fn describe(why: &str, delay: Millis, reason: Reason) -> String {
         }
         Reason::Tainted => {
             "persistence was incomplete at some point since this AOF was written \
-             (appendonly or appendfsync changed), so it may lack grants"
+             (appendonly, appendfsync or aof-use-rdb-preamble), so it may lack grants"
         }
         Reason::FromReplica => FROM_A_REPLICA,
         Reason::NoMarker => {
@@ -229,7 +233,7 @@ mod tests {
         );
         // Restarted while the old guard still had 4 s left: those 4 s stay.
         assert_eq!(
-            delay_after_load(true, 600, Some(m), 6_000),
+            delay_after_load(true, 6_000, Some(m), 6_000),
             (4_000, Reason::Earlier)
         );
         // Persistence was incomplete at some point: the full guard.
@@ -250,6 +254,13 @@ mod tests {
         assert_eq!(from_replica, (600, Reason::FromReplica));
         // A marker from before the flag reads as a primary's.
         assert_eq!(Marker::parse("10000 0"), Some(m));
+        // A deadline beyond a full guard (a clock that ran ahead) is cut.
+        let far = Marker {
+            until_unix_ms: 20_000 + 3_600_000,
+            ..m
+        };
+        let carried = delay_after_load(true, 600, Some(far), 20_000);
+        assert_eq!(carried, (600, Reason::Earlier));
         // No marker (deleted, torn, unreadable): nothing known, full guard.
         assert_eq!(Marker::parse(""), None);
         assert_eq!(
