@@ -119,13 +119,7 @@ fn a_replicas_own_aof_keeps_every_lock_it_was_sent() {
     let aof = ["--appendonly", "yes", "--appendfsync", "always"];
     let mut replica = Server::replica_with(&primary, &aof, &[]);
     let (mut p, mut r) = (primary.conn(), replica.conn());
-    // The replica rewrites its AOF after the full sync: let it finish (a
-    // kill in the middle leaves the AOF from before, whatever the module).
-    let rewritten = eventually(Duration::from_secs(10), || {
-        let mut field = |f| info_field(&mut r, "persistence", f);
-        field("aof_rewrite_in_progress") == "0" && field("aof_rewrite_scheduled") == "0"
-    });
-    assert!(rewritten);
+    replica.await_aof_rewrite();
     int(&mut p, "LOCK.ACQUIRE job eve 60000");
     int(&mut p, "LOCK.ACQUIRE re eve 60000 REENTRANT");
     int(&mut p, "LOCK.ACQUIRE re eve 60000 REENTRANT"); // a second hold

@@ -121,12 +121,8 @@ fn a_replica_restarted_as_a_primary_from_its_aof_is_guarded() {
     let aof = ["--appendonly", "yes", "--appendfsync", "always"];
     let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1500"];
     let mut replica = Server::replica_with(&primary, &aof, &module);
-    let (mut p, mut r) = (primary.conn(), replica.conn());
-    let rewritten = eventually(Duration::from_secs(10), || {
-        let mut field = |f| info_field(&mut r, "persistence", f);
-        field("aof_rewrite_in_progress") == "0" && field("aof_rewrite_scheduled") == "0"
-    });
-    assert!(rewritten);
+    let mut p = primary.conn();
+    replica.await_aof_rewrite();
     std::thread::sleep(Duration::from_millis(1600)); // past the start-up guards
     int(&mut p, "LOCK.ACQUIRE x alice 60000");
     q(&mut p, "WAIT 1 2000").unwrap();
@@ -160,12 +156,8 @@ fn the_first_restart_after_a_promotion_is_guarded() {
     let aof = ["--appendonly", "yes", "--appendfsync", "always"];
     let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
     let mut replica = Server::replica_with(&primary, &aof, &module);
+    replica.await_aof_rewrite();
     let mut r = replica.conn();
-    let rewritten = eventually(Duration::from_secs(10), || {
-        let mut field = |f| info_field(&mut r, "persistence", f);
-        field("aof_rewrite_in_progress") == "0" && field("aof_rewrite_scheduled") == "0"
-    });
-    assert!(rewritten);
     q(&mut r, "REPLICAOF NO ONE").unwrap();
     std::thread::sleep(Duration::from_millis(1100)); // the promotion's guard
     assert!(int(&mut r, "LOCK.ACQUIRE l b 1000") > 0);

@@ -372,6 +372,18 @@ impl Server {
         self.restart();
     }
 
+    /// Wait (up to 10 s) until no AOF rewrite runs or is scheduled: a
+    /// replica rewrites its AOF after a full sync, and a kill in the middle
+    /// leaves the AOF from before it, whatever the module does.
+    pub fn await_aof_rewrite(&self) {
+        let mut c = self.conn();
+        let done = eventually(Duration::from_secs(10), || {
+            let mut field = |f| info_field(&mut c, "persistence", f);
+            field("aof_rewrite_in_progress") == "0" && field("aof_rewrite_scheduled") == "0"
+        });
+        assert!(done, "AOF rewrite still running after 10 s");
+    }
+
     pub fn signal(&self, sig: &str) {
         Command::new("kill")
             .arg(format!("-{sig}"))
