@@ -1320,3 +1320,21 @@ async fn a_server_down_does_not_hold_up_a_waits_clean_up() {
     let done = tokio::time::timeout(Duration::from_secs(5), waiter.background_done()).await;
     assert!(done.is_ok(), "clean-up still running 5 s after the unlock");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_lock_with_a_server_down_is_taken_not_no_quorum() {
+    // helper-44: one server of three down, the lock held on the other two
+    // all along: the wait ended as soon as the first said "busy", with the
+    // second's WAIT still queued, counted as no reply: `NoQuorum` (the
+    // CLI's "servers down", 69) instead of `Taken` (75).
+    let mut nodes = Server::start_n(3);
+    nodes[2].kill();
+    for node in &nodes[..2] {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE h other 60000") > 0);
+    }
+    let waiter = locker(&nodes[..]);
+    for wait_ms in [100, 300, 600] {
+        let got = waiter.lock("h", Duration::from_millis(wait_ms)).await;
+        assert!(matches!(got, Err(Error::Taken)), "{wait_ms} ms: {got:?}");
+    }
+}

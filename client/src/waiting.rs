@@ -411,7 +411,10 @@ impl Locker {
         if outcome.is_err() {
             let failure = match two_urls {
                 Some(two) => two,
-                None => self.queued_failure(&out.slots, causes),
+                None => {
+                    let ran_out = Instant::now() >= hard_stop;
+                    self.queued_failure(&out.slots, causes, ran_out)
+                }
             };
             if req.unique {
                 // RELEASE everywhere gives back grants and withdraws our
@@ -575,7 +578,10 @@ impl Locker {
     }
 
     /// The error of a queued acquisition that ended without a majority.
-    fn queued_failure(&self, slots: &[Slot], causes: Vec<Option<String>>) -> Error {
+    /// `ran_out`: it ended at its hard stop, past the time every server
+    /// still waiting had to answer (else it ended as soon as a majority was
+    /// out of reach).
+    fn queued_failure(&self, slots: &[Slot], causes: Vec<Option<String>>, ran_out: bool) -> Error {
         let mut tally = Tally::new(slots.len());
         for ((i, slot), cause) in slots.iter().enumerate().zip(causes) {
             let answer = match (slot, cause) {
@@ -584,6 +590,11 @@ impl Locker {
                 // The server answered "busy" last time, even if it failed before.
                 (Slot::Out(None), _) => Answer::Busy,
                 (_, Some(cause)) => Answer::Failed(cause),
+                // Still waiting in that server's queue when the wait ended
+                // early: another owner holds it there. Counted as no reply,
+                // one server down and the lock held elsewhere read as
+                // `NoQuorum` (the CLI's 69, not 75: helper-44).
+                (Slot::Queued(_), None) if !ran_out => Answer::Busy,
                 _ => Answer::Failed("no reply before the wait ran out".into()),
             };
             tally.add(i, answer);
