@@ -110,7 +110,7 @@ pub(crate) fn withdraw_late(
     let mut taken_back = Shared::taken_back(&held);
     BACKGROUND.spawn_counted(count, async move {
         let mut out = Withdrawal {
-            out: outstanding,
+            servers: outstanding,
             releases: returns,
             undecided: Vec::new(),
         };
@@ -121,10 +121,10 @@ pub(crate) fn withdraw_late(
         while out.open() || !out.releases.is_empty() || !out.undecided.is_empty() {
             tokio::select! {
                 Some((i, reply)) = acquires.next(), if !acquires.is_empty() => {
-                    out.out.queued[i] = false;
+                    out.servers.queued[i] = false;
                     match acquire_answer(untag(reply).0) {
                         // Given up on here: it may still land.
-                        Answer::Failed(cause) if is_timeout(&cause) => out.out.lost(i),
+                        Answer::Failed(cause) if is_timeout(&cause) => out.servers.lost(i),
                         Answer::Yes(_) if Shared::is_let_go(&held) => {
                             out.undecided.push(i);
                             out.decide(&taken_back.borrow_and_update(), release);
@@ -149,7 +149,7 @@ pub(crate) fn withdraw_late(
                         if *give_up.get_or_insert(now + WITHDRAW_FOR) <= now {
                             return;
                         }
-                        for i in out.out.unanswered() {
+                        for i in out.servers.unanswered() {
                             out.releases.push(release(i));
                         }
                         interval = (interval * 2).min(Duration::from_secs(1));
@@ -187,14 +187,14 @@ impl Outstanding {
 
     /// A WAIT to server `i` failed with `cause`.
     pub(crate) fn failed(&mut self, i: usize, cause: &str) {
-        self.gave_up[i] = true;
-        if is_timeout(cause) {
-            self.lost[i] = true;
+        match is_timeout(cause) {
+            true => self.lost(i),
+            false => self.gave_up[i] = true,
         }
     }
 
     /// A WAIT to server `i` timed out.
-    fn lost(&mut self, i: usize) {
+    pub(crate) fn lost(&mut self, i: usize) {
         self.gave_up[i] = true;
         self.lost[i] = true;
     }
@@ -208,7 +208,7 @@ impl Outstanding {
 
 /// `withdraw_late`'s state.
 struct Withdrawal {
-    out: Outstanding,
+    servers: Outstanding,
     releases: Pending,
     /// Nodes whose grant came after the let-go, while the unlock's
     /// RELEASEs were out: released unless those took the grant back.
@@ -218,7 +218,7 @@ struct Withdrawal {
 impl Withdrawal {
     /// A WAIT of the acquisition may still be queued or on its way.
     fn open(&self) -> bool {
-        self.out.unanswered().next().is_some()
+        self.servers.unanswered().next().is_some()
     }
 
     /// Release the undecided grants the unlock did not take back, once
@@ -234,7 +234,7 @@ impl Withdrawal {
             TakenBack::Known(nodes) => nodes,
         };
         for i in self.undecided.drain(..) {
-            if self.out.gave_up[i] || !known.contains(&i) {
+            if self.servers.gave_up[i] || !known.contains(&i) {
                 self.releases.push(release(i));
             }
         }

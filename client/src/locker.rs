@@ -114,9 +114,9 @@ impl Drop for Abandoned<'_> {
             locker.release_everywhere_later(req.name, req.owner);
             if waited {
                 // Its WAIT was dropped unanswered: it may still land.
-                let mut lost = Outstanding::new(locker.inner.nodes.len());
-                lost.lost = vec![true; lost.queued.len()];
-                lost.gave_up = lost.lost.clone();
+                let n = locker.inner.nodes.len();
+                let mut lost = Outstanding::new(n);
+                (0..n).for_each(|i| lost.lost(i));
                 let (acquires, returns) = (Pending::new(), Pending::new());
                 withdraw_late(locker, &req, acquires, lost, returns, Weak::new());
             }
@@ -508,11 +508,15 @@ impl Locker {
         // with the verdict at the deadline, a try still took 2 x the node
         // timeout).
         let mut held: Vec<usize> = tally.yes.iter().map(|&(i, _)| i).collect();
-        let mut timed_out = vec![false; self.inner.nodes.len()];
+        // For a WAIT: the silent ones are in flight, the timed-out lost.
+        let mut out = Outstanding::new(self.inner.nodes.len());
+        for &i in &later {
+            out.queued[i] = true;
+        }
         for (i, cause) in &tally.failures {
             if is_timeout(cause) {
                 later.push(*i);
-                timed_out[*i] = true;
+                out.lost(*i);
             } else {
                 held.push(*i);
             }
@@ -524,12 +528,6 @@ impl Locker {
                 // follows it there, and one that lands late takes the lock
                 // for a TTL (helper-38, one server): withdrawn until it
                 // answers, as a queued wait's are.
-                let mut out = Outstanding::new(self.inner.nodes.len());
-                for &i in &later {
-                    out.queued[i] = !timed_out[i]; // still in flight
-                }
-                out.gave_up = timed_out.clone();
-                out.lost = timed_out;
                 let late = late.map_or_else(Pending::new, |(late, _)| late);
                 let (returns, let_go) = (Pending::new(), Weak::new());
                 withdraw_late(self.clone(), req, late, out, returns, let_go);

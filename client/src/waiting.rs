@@ -122,21 +122,23 @@ impl<'a> InFlight<'a> {
     /// The pass won: its state, for the lock to carry on with.
     fn disarm(mut self) -> (Vec<Slot>, Outstanding, Pending, Pending) {
         self.armed = false;
-        let outstanding = self.outstanding();
+        let (outstanding, acquires, returns) = self.hand_over();
         (
             std::mem::take(&mut self.slots),
             outstanding,
-            std::mem::replace(&mut self.acquires, Pending::new()),
-            std::mem::replace(&mut self.returns, Pending::new()),
+            acquires,
+            returns,
         )
     }
 
-    /// What may still reach the servers: the WAITs still out, and those
-    /// that failed.
-    fn outstanding(&mut self) -> Outstanding {
-        let mut out = std::mem::take(&mut self.failed);
-        out.queued = still_queued(&self.slots);
-        out
+    /// What may still reach the servers (the WAITs still out, and those
+    /// that failed) and the requests in flight, for `withdraw_late`.
+    fn hand_over(&mut self) -> (Outstanding, Pending, Pending) {
+        let mut outstanding = std::mem::take(&mut self.failed);
+        outstanding.queued = still_queued(&self.slots);
+        let acquires = std::mem::replace(&mut self.acquires, Pending::new());
+        let returns = std::mem::replace(&mut self.returns, Pending::new());
+        (outstanding, acquires, returns)
     }
 }
 
@@ -147,9 +149,7 @@ impl Drop for InFlight<'_> {
         }
         let locker = self.locker.clone();
         let req = self.req.to_owned();
-        let acquires = std::mem::replace(&mut self.acquires, Pending::new());
-        let returns = std::mem::replace(&mut self.returns, Pending::new());
-        let outstanding = self.outstanding();
+        let (outstanding, acquires, returns) = self.hand_over();
         one_runtime::clean_up_on(&self.runtime, move || {
             let req = req.get();
             locker.release_everywhere_later(req.name, req.owner);

@@ -139,10 +139,16 @@ fn is_replica(ctx: &Context) -> bool {
 /// Now a replica (`REPLICAOF`, a demotion): what its AOF gets from here on
 /// is what reaches it, so a restart from it as a primary is guarded.
 pub fn became_replica(ctx: &Context) {
+    update_marker(ctx, |m| m.replica = true);
+}
+
+/// Change the marker on disk as `update` says, if that changes it.
+fn update_marker(ctx: &Context, update: impl FnOnce(&mut Marker)) {
     let marker = read_marker().unwrap_or_default();
-    if !marker.replica {
-        let replica = true;
-        write_marker(ctx, Marker { replica, ..marker });
+    let mut updated = marker;
+    update(&mut updated);
+    if updated != marker {
+        write_marker(ctx, updated);
     }
 }
 
@@ -150,15 +156,6 @@ pub fn became_replica(ctx: &Context) {
 /// every grant, so the next load must be guarded whatever the config then.
 pub fn on_config_change(ctx: &Context) {
     if !persistence_is_complete(ctx) {
-        let marker = read_marker().unwrap_or_default();
-        if !marker.tainted {
-            write_marker(
-                ctx,
-                Marker {
-                    tainted: true,
-                    ..marker
-                },
-            );
-        }
+        update_marker(ctx, |m| m.tainted = true);
     }
 }
