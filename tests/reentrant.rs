@@ -156,3 +156,22 @@ async fn a_shorter_re_entry_does_not_cut_the_first_handle_short() {
     assert_eq!(holds(&s), [Some(1), Some(1), Some(1)]);
     still_exclusive(&urls, &first).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unlock_that_could_not_reach_a_hold_is_no_quorum_not_expired() {
+    // CI, stop 24: a re-entry held two servers of three; its unlock's
+    // RELEASE reached one, the other's connection had died (a REENTRANT
+    // RELEASE is never resent). One yes and one failure: the lock was
+    // still held there, yet the unlock said Expired (the CLI's "lost").
+    let (s, _urls, l, first) = held_reentrant().await;
+    let again = LockOptions::new().reentrant(true).owner(first.owner());
+    kill_clients(&s[1]);
+    let second = l.acquire("k", &again).await.unwrap(); // holds on 0 and 2
+    assert_eq!(holds(&s), [Some(2), Some(1), Some(2)]);
+    kill_clients(&s[2]);
+    match l.unlock(&second).await {
+        Err(redis_lock_client::Error::NoQuorum { granted, .. }) => assert_eq!(granted, 1),
+        other => panic!("one release and one failure said {other:?}"),
+    }
+    assert_eq!(holds(&s), [Some(1), Some(1), Some(2)]);
+}

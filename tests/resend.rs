@@ -40,8 +40,11 @@ fn raw(s: &Server) -> TcpStream {
 /// every other normal client: stopped, a CLIENT KILL is queued behind the
 /// client's request (on a connection opened earlier), then CONT. Both are
 /// read in one event-loop pass, the request first; the kill frees the
-/// client before its reply is written.
+/// client before its reply is written. The request must have arrived
+/// first: a kill ahead of it (a loaded machine sent it late) kills its
+/// connection unread, and the client then sends it on a new one.
 fn lose_replies(s: &Server, killer: &mut TcpStream) {
+    s.await_unread_request();
     killer
         .write_all(b"CLIENT KILL TYPE normal SKIPME yes\r\n")
         .unwrap();
@@ -107,9 +110,11 @@ async fn reentrant_acquire_lost_on_a_majority_is_not_resent() {
     lose_replies(&s[1], &mut k1);
     lose_replies(&s[2], &mut k2);
     // Its replies lost on a majority, the re-entry may fail (and give its
-    // holds back); either way both handles are let go.
+    // holds back); either way both handles are let go. (A server may send a
+    // reply before it reads the kill: the re-entry then wins, and its
+    // unlock's RELEASE on that killed connection fails: NoQuorum.)
     if let Ok(second) = second.await.unwrap() {
-        l.unlock(&second).await.unwrap();
+        let _ = l.unlock(&second).await;
     }
     l.unlock(&first).await.unwrap();
     for (i, n) in s.iter().enumerate() {
@@ -212,11 +217,13 @@ async fn a_reentered_generated_owner_is_not_released_twice() {
         "taken while the second handle holds it ({:?} valid)",
         second.validity()
     );
+    // Resent, the RELEASE took the second handle's hold too: 0. Two where
+    // the server read the kill before the RELEASE (it never ran).
     for (i, n) in s.iter().enumerate() {
-        assert_eq!(
-            holder(n, "job").map(|h| h.3),
-            Some(1),
-            "node {i}: one hold left"
+        let holds = holder(n, "job").map(|h| h.3);
+        assert!(
+            matches!(holds, Some(1 | 2)),
+            "node {i}: {holds:?} holds, the second handle's lost"
         );
     }
 }

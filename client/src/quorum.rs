@@ -76,6 +76,9 @@ pub struct Tally {
     /// Nodes that said yes through a server whose yes already counted: no
     /// vote, but a grant (a REENTRANT hold) all the same.
     pub(crate) aliased: Vec<usize>,
+    /// Nodes the round did not ask (a REENTRANT handle releases only where
+    /// it holds): they hold none of the caller's lock.
+    left_out: usize,
 }
 
 /// How a round ended.
@@ -114,6 +117,12 @@ impl Tally {
     /// How many nodes the round is over.
     pub(crate) fn nodes(&self) -> usize {
         self.nodes
+    }
+
+    /// The round asks only `asked` of its nodes.
+    pub(crate) fn asking(mut self, asked: usize) -> Tally {
+        self.left_out = self.nodes.saturating_sub(asked);
+        self
     }
 
     /// Count one node's answer.
@@ -173,6 +182,37 @@ impl Tally {
         } else {
             Verdict::Contended
         }
+    }
+
+    /// The verdict of an EXTEND or RELEASE round, whose "no" says the lock
+    /// is not the caller's there (`None` while nodes still to answer can
+    /// change it). Lost (`Contended`: the caller's `Expired`) only once so
+    /// many said so, or were left out, that no majority can hold it: unlike
+    /// an acquisition's, a node that failed here may still hold the lock.
+    /// One yes, one failure and one node left out (a REENTRANT handle held
+    /// two of three) read as `Expired` when the lock was held (CI, stop 24).
+    pub fn owner_verdict(&self) -> Option<Verdict> {
+        let need = majority(self.nodes);
+        let spare = self.nodes.saturating_sub(need);
+        let not_ours = self.busy + self.gone + self.left_out;
+        let still_out = self.nodes - self.answered() - self.left_out;
+        if self.nodes > 0 && self.yes.len() >= need {
+            Some(Verdict::Quorum)
+        } else if not_ours > spare {
+            Some(Verdict::Contended)
+        } else if self.rejected.len() > spare {
+            Some(Verdict::Rejected)
+        } else if self.yes.len() + still_out < need {
+            Some(Verdict::Unreachable) // failures alone stand in the way
+        } else {
+            None
+        }
+    }
+
+    /// `owner_verdict` once the round is over: nodes that did not answer
+    /// in time are failures.
+    pub fn final_owner_verdict(&self) -> Verdict {
+        self.owner_verdict().unwrap_or(Verdict::Unreachable)
     }
 
     /// The largest token among the grants.
@@ -341,6 +381,52 @@ mod tests {
         assert_eq!(t.early(), Some(Verdict::Unreachable));
         let names: Vec<String> = (0..3).map(|i| format!("n{i}")).collect();
         assert_eq!(t.failures(&names).len(), 2);
+    }
+
+    #[test]
+    fn an_extend_or_release_is_lost_only_when_a_majority_says_so() {
+        // One yes, one "not ours", one failure: the failed node may hold
+        // it still, so it is not known lost (an acquisition's verdict says
+        // Contended there: not granted either way).
+        let mut t = Tally::new(3);
+        t.add(0, Answer::Yes(0));
+        t.add(1, Answer::Busy);
+        assert_eq!(t.owner_verdict(), None);
+        t.add(2, Answer::Failed("broken pipe".into()));
+        assert_eq!(t.owner_verdict(), Some(Verdict::Unreachable));
+        assert_eq!(t.final_verdict(), Verdict::Contended);
+        // Two "not ours" of three: lost, whatever the third says.
+        let mut t = Tally::new(3);
+        t.add(0, Answer::Gone);
+        t.add(1, Answer::Busy);
+        assert_eq!(t.owner_verdict(), Some(Verdict::Contended));
+        // A REENTRANT handle that held two of three: the node left out holds
+        // none of it, a failure on one of its two is no verdict of loss.
+        let mut t = Tally::new(3).asking(2);
+        t.add(0, Answer::Yes(0));
+        assert_eq!(t.owner_verdict(), None);
+        t.add(2, Answer::Failed("broken pipe".into()));
+        assert_eq!(t.final_owner_verdict(), Verdict::Unreachable);
+        let mut t = Tally::new(3).asking(2);
+        t.add(0, Answer::Yes(0));
+        t.add(2, Answer::Gone);
+        assert_eq!(t.final_owner_verdict(), Verdict::Contended);
+        let mut t = Tally::new(3).asking(2);
+        t.add(0, Answer::Yes(0));
+        t.add(2, Answer::Yes(0));
+        assert_eq!(t.final_owner_verdict(), Verdict::Quorum);
+        // Refusals: as for an acquisition.
+        let mut t = Tally::new(3);
+        t.add(0, Answer::Rejected("NOPERM".into()));
+        t.add(1, Answer::Rejected("NOPERM".into()));
+        assert_eq!(t.owner_verdict(), Some(Verdict::Rejected));
+        // A round cut short counts the silent as failed.
+        let mut t = Tally::new(5);
+        t.add(0, Answer::Yes(0));
+        t.add(1, Answer::Yes(0));
+        t.add(2, Answer::Busy);
+        assert_eq!(t.final_owner_verdict(), Verdict::Unreachable);
+        assert_eq!(Tally::new(0).final_owner_verdict(), Verdict::Unreachable);
     }
 
     #[test]

@@ -384,6 +384,18 @@ impl Server {
         assert!(done, "AOF rewrite still running after 10 s");
     }
 
+    /// Waits (up to 10 s) until a connection to this server holds bytes it
+    /// has not read: a request sent to it while it is stopped has arrived.
+    /// Sleeping a fixed time instead was not enough on a loaded CI box.
+    pub fn await_unread_request(&self) {
+        let arrived = eventually(Duration::from_secs(10), || unread_bytes_at(self.port));
+        assert!(arrived, "no request reached port {} within 10 s", self.port);
+    }
+
+    /// Sends `sig`; a STOP returns once the server has stopped. Under load
+    /// a server signalled in `epoll_wait` may be scheduled only after a
+    /// request arrived: it stops holding that event and, continued, answers
+    /// the request alone, before what was queued behind it.
     pub fn signal(&self, sig: &str) {
         Command::new("kill")
             .arg(format!("-{sig}"))
@@ -391,6 +403,19 @@ impl Server {
             .stderr(Stdio::null())
             .status()
             .unwrap();
+        if sig == "STOP" {
+            let stat = format!("/proc/{}/stat", self.pid());
+            let stopped = || {
+                let line = std::fs::read_to_string(&stat).unwrap_or_default();
+                // "pid (comm) S ...": the state follows the last ')'.
+                let state = line.rsplit(')').next().unwrap_or("").trim_start();
+                state.starts_with('T') || line.is_empty()
+            };
+            assert!(
+                eventually(Duration::from_secs(10), stopped),
+                "SIGSTOP not taken"
+            );
+        }
     }
 }
 
@@ -538,4 +563,18 @@ pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> St
         .unwrap_or_else(|| panic!("no {field} in INFO {section}:\n{text}"))
         .trim()
         .to_string()
+}
+
+/// Whether an established IPv4 socket bound to local `port` has unread
+/// bytes (the rx_queue column of /proc/net/tcp: `local rem st tx:rx`).
+fn unread_bytes_at(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table.lines().skip(1).any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let local_port = f.get(1).and_then(|a| a.rsplit(':').next());
+        let rx = f.get(4).and_then(|q| q.split(':').nth(1));
+        local_port.and_then(|p| u16::from_str_radix(p, 16).ok()) == Some(port)
+            && f.get(3) == Some(&"01")
+            && rx.and_then(|r| u64::from_str_radix(r, 16).ok()) > Some(0)
+    })
 }
