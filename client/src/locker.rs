@@ -247,7 +247,8 @@ impl Locker {
             .args_iter()
             .any(|a| matches!(a, redis::Arg::Simple(b) if b == b"WAIT"));
         let on_open = !dedicated && targets.iter().all(|&i| self.inner.nodes[i].is_connected());
-        let tally = Tally::per_server(self.inner.nodes.len(), self.inner.same.clone());
+        let tally = Tally::per_server(self.inner.nodes.len(), self.inner.same.clone())
+            .asking(targets.len());
         let mut round = Round::new(tally, timeout, classify, on_open);
         let cmd = Arc::new(cmd);
         for &i in targets {
@@ -870,7 +871,7 @@ impl Locker {
         let round = self
             .round(self.all(), cmd, cfg.node_timeout, code_answer, true)
             .await;
-        let verdict = round.verdict();
+        let verdict = round.tally.final_owner_verdict();
         let tally = round.detach(&self.inner.stragglers);
         match verdict {
             Verdict::Quorum => {
@@ -884,10 +885,11 @@ impl Locker {
     }
 
     /// Release on every node. Ok when a majority released it; `Expired` when
-    /// it was no longer held on a majority.
+    /// it was no longer held on a majority (`NoQuorum` when failures leave
+    /// that open).
     pub async fn unlock(&self, lock: &Lock) -> Result<(), Error> {
         let tally = self.let_go(lock).await;
-        match tally.final_verdict() {
+        match tally.final_owner_verdict() {
             Verdict::Quorum => Ok(()),
             Verdict::Unreachable => Err(self.no_quorum(&tally)),
             Verdict::Rejected => Err(self.rejected(&tally)),
