@@ -110,6 +110,35 @@ fn no_guard_with_an_always_fsynced_aof() {
     assert!(int(&mut c, "LOCK.ACQUIRE k a 1000") > 0);
 }
 
+/// The rest of a guard carried over a restart is timed on the boot clock:
+/// the wall clock stepped an hour ahead while the server was down (NTP
+/// after a stall, an operator) ended that guard at once, and a node
+/// restarted twice in a row came back granting.
+#[test]
+fn a_clock_stepped_ahead_while_down_does_not_end_a_carried_guard() {
+    let offset_file = std::env::temp_dir().join(format!("clockshim-g-{}", std::process::id()));
+    std::fs::write(&offset_file, "0").unwrap();
+    let shim = shim::clockshim();
+    let env = [
+        ("LD_PRELOAD", shim.to_str().unwrap()),
+        ("CLOCKSHIM_FILE", offset_file.to_str().unwrap()),
+    ];
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut s = Server::with_env(&aof, &["restart-delay-ms", "20000"], &env);
+    // A new disk looks like a wiped one: the first start is guarded.
+    assert!(err(&mut s.conn(), "LOCK.ACQUIRE k a 1000").contains("refused"));
+    std::fs::write(&offset_file, "3600").unwrap();
+    s.restart(); // a complete AOF, with 20 s of the earlier guard left
+    let refused = err(&mut s.conn(), "LOCK.ACQUIRE k a 1000");
+    let _ = std::fs::remove_file(&offset_file);
+    assert!(refused.contains("refused"), "{refused}\n{}", s.log());
+    assert!(
+        s.log().contains("the rest of an earlier guard"),
+        "{}",
+        s.log()
+    );
+}
+
 /// helper-40: a replica restarted from its own AOF as a primary (its
 /// config edited, no `REPLICAOF NO ONE`) trusted that AOF as holding every
 /// grant and granted a lock its old primary had given to another owner
@@ -159,8 +188,11 @@ fn the_first_restart_after_a_promotion_is_guarded() {
     replica.await_aof_rewrite();
     let mut r = replica.conn();
     q(&mut r, "REPLICAOF NO ONE").unwrap();
-    std::thread::sleep(Duration::from_millis(1100)); // the promotion's guard
-    assert!(int(&mut r, "LOCK.ACQUIRE l b 1000") > 0);
+    // Granted once the promotion's guard (1 s) has passed.
+    let granted = eventually(Duration::from_secs(10), || {
+        q(&mut r, "LOCK.ACQUIRE l b 1000").is_ok_and(|v| v != Value::Nil)
+    });
+    assert!(granted, "{}", replica.log());
     replica.restart_with(&aof, &module); // kill -9, back as a primary
     let refused = err(&mut replica.conn(), "LOCK.ACQUIRE m c 1000");
     assert!(refused.contains("refused"), "{refused}\n{}", replica.log());

@@ -32,8 +32,26 @@ pub enum Armed {
     Promoted,
 }
 
-fn wall_ms() -> u64 {
-    super::ffi::wall_micros() / 1000
+/// Now on the wall clock and, on Linux, the boot clock with this boot's id
+/// (a carried guard is timed on it: `Marker::left`).
+fn now() -> guard::Now {
+    guard::Now {
+        unix_ms: super::ffi::wall_micros() / 1000,
+        boot: boot_clock(),
+    }
+}
+
+fn boot_clock() -> Option<guard::Boot> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = u128::from_str_radix(&id.trim().replace('-', ""), 16).ok()?;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    let ms = u64::try_from(ts.tv_sec).ok()? * 1000 + u64::try_from(ts.tv_nsec).ok()? / 1_000_000;
+    (rc == 0).then_some(guard::Boot { id, ms })
 }
 
 /// The marker, or None when it is missing, empty or unreadable: then
@@ -92,14 +110,13 @@ pub fn arm(ctx: &Context, armed: Armed) {
     drop(previous);
     let marker = found.unwrap_or_default();
     let full = config::restart_delay_ms(false);
-    let now = wall_ms();
+    let now = now();
     let (delay, reason) = match armed {
         Armed::Loaded => guard::delay_after_load(complete, full, found, now),
         Armed::Started => (full, guard::Reason::Incomplete),
         Armed::Promoted => (full, guard::Reason::FromReplica),
     };
     guard::arm(delay);
-    let until = now.saturating_add(delay);
     // A taint is spent by the full guard it forces: once that has passed,
     // every grant the stale data lacks has expired. Running with
     // persistence incomplete taints what is written from now on, also when
@@ -112,17 +129,9 @@ pub fn arm(ctx: &Context, armed: Armed) {
     // follows it is done (helper-43: a rewrite slower than the guard, a
     // grant after the guard, kill -9, and the stale AOF was trusted).
     let replica = is_replica(ctx) || (marker.replica && armed != Armed::Loaded);
-    let changed = tainted != marker.tainted || replica != marker.replica;
-    if found.is_none() || until > marker.until_unix_ms || changed {
-        write_marker(
-            ctx,
-            Marker {
-                until_unix_ms: until.max(marker.until_unix_ms),
-                tainted,
-                replica,
-            },
-        );
-    }
+    // What an earlier guard has left is kept (never more than a full one).
+    let left = delay.max(marker.left(now).min(full));
+    write_marker(ctx, Marker::until(now, left, tainted, replica));
     let why = match armed {
         Armed::Started => "module loaded",
         Armed::Loaded if aof_loaded => "AOF loaded",

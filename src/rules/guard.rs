@@ -38,13 +38,32 @@ pub fn refusal(left: Millis) -> String {
     )
 }
 
+/// A reading of the machine's boot clock (Linux `CLOCK_BOOTTIME`: never
+/// stepped, counts while suspended), told apart from another boot's by the
+/// kernel's boot id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Boot {
+    pub id: u128,
+    pub ms: u64,
+}
+
+/// Now, on the wall clock and (where Linux gives it) the boot clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    pub unix_ms: u64,
+    pub boot: Option<Boot>,
+}
+
 /// What outlives a restart about the guard (kept in a small file next to
 /// the data, see `glue/guard_state.rs`): until when new locks stay refused
-/// (wall clock, ms), and whether persistence was incomplete at some point
-/// since (an AOF written then lacks grants, whatever the config says now).
+/// (wall clock, ms; and on the boot clock, which a clock step does not
+/// move), and whether persistence was incomplete at some point since (an
+/// AOF written then lacks grants, whatever the config says now).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Marker {
     pub until_unix_ms: u64,
+    /// The same deadline on the boot clock of the boot that wrote it.
+    pub until_boot: Option<Boot>,
     pub tainted: bool,
     /// The data was last written while this server was a replica: its AOF
     /// holds what reached it, not every grant its primary made (after it
@@ -55,14 +74,49 @@ pub struct Marker {
 }
 
 impl Marker {
+    /// A marker whose guard ends `left` ms after `now`.
+    pub fn until(now: Now, left: Millis, tainted: bool, replica: bool) -> Marker {
+        let until_boot = now.boot.map(|b| Boot {
+            ms: b.ms.saturating_add(left),
+            ..b
+        });
+        Marker {
+            until_unix_ms: now.unix_ms.saturating_add(left),
+            until_boot,
+            tainted,
+            replica,
+        }
+    }
+
+    /// How long the guard it records still has at `now`: on the boot clock
+    /// when this is the boot that wrote it (a wall clock stepped ahead while
+    /// the server was down ended a carried guard at once), else on the wall
+    /// clock (a reboot, or a marker from before the boot clock was kept).
+    pub fn left(&self, now: Now) -> Millis {
+        match (self.until_boot, now.boot) {
+            (Some(until), Some(at)) if until.id == at.id => until.ms.saturating_sub(at.ms),
+            _ => self.until_unix_ms.saturating_sub(now.unix_ms),
+        }
+    }
+
     pub fn parse(text: &str) -> Option<Marker> {
         let mut words = text.split_whitespace();
         let until_unix_ms = words.next()?.parse().ok()?;
         let tainted = words.next()? == "1";
         // Absent in a marker written before the flag existed.
         let replica = words.next() == Some("1");
+        // Absent before the boot clock was kept; both or neither.
+        let until_boot = match (words.next(), words.next()) {
+            (Some(id), Some(ms)) => Some(Boot {
+                id: u128::from_str_radix(id, 16).ok()?,
+                ms: ms.parse().ok()?,
+            }),
+            (None, None) => None,
+            _ => return None,
+        };
         Some(Marker {
             until_unix_ms,
+            until_boot,
             tainted,
             replica,
         })
@@ -71,7 +125,10 @@ impl Marker {
     pub fn format(&self) -> String {
         let flag = |b: bool| u8::from(b);
         let (until, tainted, replica) = (self.until_unix_ms, self.tainted, self.replica);
-        format!("{until} {} {}\n", flag(tainted), flag(replica))
+        let boot = self
+            .until_boot
+            .map_or(String::new(), |b| format!(" {:032x} {}", b.id, b.ms));
+        format!("{until} {} {}{boot}\n", flag(tainted), flag(replica))
     }
 }
 
@@ -105,7 +162,7 @@ pub fn delay_after_load(
     complete: bool,
     full_delay: Millis,
     marker: Option<Marker>,
-    now_unix_ms: u64,
+    now: Now,
 ) -> (Millis, Reason) {
     let reason = match marker {
         _ if !complete => Reason::Incomplete,
@@ -122,8 +179,7 @@ pub fn delay_after_load(
     // Never longer than a full guard: a deadline set while the clock ran
     // ahead (or edited by hand) kept a node refusing for an hour
     // (helper-43).
-    let left = marker.map_or(0, |m| m.until_unix_ms.saturating_sub(now_unix_ms));
-    let left = left.min(full_delay);
+    let left = marker.map_or(0, |m| m.left(now)).min(full_delay);
     match reason {
         Reason::Complete if left > 0 => (left, Reason::Earlier),
         _ => (base.max(left), reason),
@@ -219,38 +275,42 @@ mod tests {
 
     #[test]
     fn a_guard_survives_a_restart_and_a_taint_forces_one() {
+        // On the wall clock alone (a marker from before the boot clock).
+        let wall = |unix_ms| Now {
+            unix_ms,
+            boot: None,
+        };
         let m = Marker {
             until_unix_ms: 10_000,
-            tainted: false,
-            replica: false,
+            ..Marker::default()
         };
         assert_eq!(Marker::parse(&m.format()), Some(m));
         assert_eq!(Marker::parse("garbage"), None);
         // A complete AOF loaded after the old guard ran out: no guard.
         assert_eq!(
-            delay_after_load(true, 600, Some(m), 20_000),
+            delay_after_load(true, 600, Some(m), wall(20_000)),
             (0, Reason::Complete)
         );
         // Restarted while the old guard still had 4 s left: those 4 s stay.
         assert_eq!(
-            delay_after_load(true, 6_000, Some(m), 6_000),
+            delay_after_load(true, 6_000, Some(m), wall(6_000)),
             (4_000, Reason::Earlier)
         );
         // Persistence was incomplete at some point: the full guard.
         let tainted = Marker { tainted: true, ..m };
         assert_eq!(
-            delay_after_load(true, 600, Some(tainted), 20_000),
+            delay_after_load(true, 600, Some(tainted), wall(20_000)),
             (600, Reason::Tainted)
         );
         let none = Some(Marker::default());
         assert_eq!(
-            delay_after_load(false, 600, none, 20_000),
+            delay_after_load(false, 600, none, wall(20_000)),
             (600, Reason::Incomplete)
         );
         // Written as a replica: the full guard, also after a complete AOF.
         let replica = Marker { replica: true, ..m };
         assert_eq!(Marker::parse(&replica.format()), Some(replica));
-        let from_replica = delay_after_load(true, 600, Some(replica), 20_000);
+        let from_replica = delay_after_load(true, 600, Some(replica), wall(20_000));
         assert_eq!(from_replica, (600, Reason::FromReplica));
         // A marker from before the flag reads as a primary's.
         assert_eq!(Marker::parse("10000 0"), Some(m));
@@ -259,14 +319,48 @@ mod tests {
             until_unix_ms: 20_000 + 3_600_000,
             ..m
         };
-        let carried = delay_after_load(true, 600, Some(far), 20_000);
+        let carried = delay_after_load(true, 600, Some(far), wall(20_000));
         assert_eq!(carried, (600, Reason::Earlier));
         // No marker (deleted, torn, unreadable): nothing known, full guard.
         assert_eq!(Marker::parse(""), None);
         assert_eq!(
-            delay_after_load(true, 600, None, 20_000),
+            delay_after_load(true, 600, None, wall(20_000)),
             (600, Reason::NoMarker)
         );
+    }
+
+    #[test]
+    fn a_carried_guard_is_timed_on_the_boot_clock_of_its_boot() {
+        let boot = |id, ms| Some(Boot { id, ms });
+        let written = Now {
+            unix_ms: 1_000_000,
+            boot: boot(7, 50_000),
+        };
+        let m = Marker::until(written, 5_000, false, false);
+        assert_eq!(Marker::parse(&m.format()), Some(m));
+        // Down 1 s while the wall clock stepped an hour ahead: 4 s left.
+        let stepped = Now {
+            unix_ms: 1_000_000 + 3_600_000,
+            boot: boot(7, 51_000),
+        };
+        assert_eq!(m.left(stepped), 4_000);
+        let carried = delay_after_load(true, 5_000, Some(m), stepped);
+        assert_eq!(carried, (4_000, Reason::Earlier));
+        // A clock stepped back does not lengthen it either.
+        let back = Now {
+            unix_ms: 0,
+            boot: boot(7, 54_000),
+        };
+        assert_eq!(m.left(back), 1_000);
+        // Another boot: only the wall clock is left to go by.
+        let rebooted = Now {
+            unix_ms: 1_002_000,
+            boot: boot(8, 10),
+        };
+        assert_eq!(m.left(rebooted), 3_000);
+        // Damaged boot fields: no marker (the full guard).
+        assert_eq!(Marker::parse("1000 0 0 7"), None);
+        assert_eq!(Marker::parse("1000 0 0 zz 5"), None);
     }
 
     #[test]

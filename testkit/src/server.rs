@@ -296,7 +296,8 @@ impl Server {
 
     /// Until our server answers on the port (one answering with another
     /// process id is another test's that took the port: ours then exits
-    /// with "Address already in use").
+    /// with "Address already in use") and has loaded its data (INFO answers
+    /// while loading, other commands get LOADING: seen under load).
     fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         let pid = format!("process_id:{}", self.pid());
@@ -313,8 +314,12 @@ impl Server {
                 ));
             }
             if let Ok(mut c) = self.try_conn() {
-                let info = redis::cmd("INFO").arg("server").query::<String>(&mut c);
-                if info.is_ok_and(|text| text.lines().any(|l| l.trim() == pid)) {
+                let info = redis::cmd("INFO").query::<String>(&mut c);
+                let ours_and_loaded = |text: String| {
+                    let has = |line: &str| text.lines().any(|l| l.trim() == line);
+                    has(&pid) && has("loading:0")
+                };
+                if info.is_ok_and(ours_and_loaded) {
                     announce(&mut c);
                     return Ok(());
                 }
