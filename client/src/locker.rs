@@ -862,15 +862,20 @@ impl Locker {
         (got, unsure)
     }
 
-    /// Reset the lock's TTL on a majority; updates its validity.
+    /// Reset the lock's TTL on a majority; updates its validity. `Expired`
+    /// once a majority said it is not this owner's; `NoQuorum` when
+    /// failures leave that open.
     pub async fn extend(&self, lock: &mut Lock) -> Result<(), Error> {
         let cfg = &self.inner.config;
         let start = Instant::now();
         let mut cmd = lock_cmd("LOCK.EXTEND", lock.name(), lock.owner());
         cmd.arg(ms(lock.ttl()));
-        let round = self
+        let mut round = self
             .round(self.all(), cmd, cfg.node_timeout, code_answer, true)
             .await;
+        // Fail-fast stops at an acquisition's verdict: an owner's may need
+        // more answers (a failure is no "not ours").
+        while round.tally.owner_verdict().is_none() && round.next().await {}
         let verdict = round.tally.final_owner_verdict();
         let tally = round.detach(&self.inner.stragglers);
         match verdict {

@@ -202,10 +202,10 @@ impl Tally {
             Some(Verdict::Contended)
         } else if self.rejected.len() > spare {
             Some(Verdict::Rejected)
-        } else if self.yes.len() + still_out < need {
-            Some(Verdict::Unreachable) // failures alone stand in the way
+        } else if still_out == 0 {
+            Some(Verdict::Unreachable) // failures stand in the way
         } else {
-            None
+            None // the rest may still say "not ours"
         }
     }
 
@@ -420,6 +420,16 @@ mod tests {
         t.add(0, Answer::Rejected("NOPERM".into()));
         t.add(1, Answer::Rejected("NOPERM".into()));
         assert_eq!(t.owner_verdict(), Some(Verdict::Rejected));
+        // Failures make a majority of yeses impossible, but the last two
+        // may still make the "not ours" a majority: undecided.
+        let mut t = Tally::new(5);
+        t.add(0, Answer::Busy);
+        t.add(1, Answer::Busy);
+        t.add(2, Answer::Failed("timed out".into()));
+        assert_eq!(t.early(), Some(Verdict::Contended));
+        assert_eq!(t.owner_verdict(), None);
+        t.add(3, Answer::Gone);
+        assert_eq!(t.owner_verdict(), Some(Verdict::Contended));
         // A round cut short counts the silent as failed.
         let mut t = Tally::new(5);
         t.add(0, Answer::Yes(0));
