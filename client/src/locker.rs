@@ -402,12 +402,15 @@ impl Locker {
                 Late::OnOpen(late, deadline) if !req.reentrant => {
                     self.inner.stragglers.drive(deadline, late)
                 }
+                // ... for as long as they take: a hold that lands after the
+                // round's deadline is the handle's too, and left unrecorded
+                // it stayed a TTL after the unlock (helper-46).
                 Late::OnOpen(late, deadline) | Late::Drive(late, deadline) => settle_late(
                     self.clone(),
                     req,
                     late,
                     Arc::downgrade(&shared),
-                    Some(deadline.deadline()),
+                    (!req.reentrant).then(|| deadline.deadline()),
                 ),
             }
             let mut lock = Lock::granted(req, token, start, shared.clone());

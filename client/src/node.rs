@@ -406,6 +406,9 @@ impl Node {
                         let (set, clear) = (Ordering::AcqRel, Ordering::Relaxed);
                         let _ = self.doubt.compare_exchange(doubt, 0, set, clear);
                     }
+                    if resent && is_release(cmd) && matches!(tagged.0, Value::Int(0 | -1)) {
+                        return Err(Failure::Transient(RELEASED_OR_LOST.into()));
+                    }
                     return Ok(tagged);
                 }
                 Err(e) if broken(&e) => {
@@ -431,6 +434,19 @@ impl Node {
             *slot = None;
         }
     }
+}
+
+/// A RELEASE sent again answered "not held": the first may have run (its
+/// reply lost with the connection) or the lock was gone before. Not proof
+/// of a loss: counted as "not ours" it made an unlock that released the
+/// lock say `Expired` (the CLI's "lost while the command ran", helper-46).
+const RELEASED_OR_LOST: &str = "the RELEASE's reply was lost with its connection, and sent again \
+     it found the lock not held: released by the first, or gone before";
+
+fn is_release(cmd: &Cmd) -> bool {
+    cmd.args_iter()
+        .next()
+        .is_some_and(|a| matches!(a, redis::Arg::Simple(b) if b == b"LOCK.RELEASE"))
 }
 
 /// `query`'s reply, or a timeout failure once `timeout` has passed.

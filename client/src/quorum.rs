@@ -194,7 +194,9 @@ impl Tally {
     pub fn owner_verdict(&self) -> Option<Verdict> {
         let need = majority(self.nodes);
         let spare = self.nodes.saturating_sub(need);
-        let not_ours = self.busy + self.gone + self.left_out;
+        // A second path's yes to one server is no vote (helper-46: it read
+        // as a failure, and a lock lost on the other servers as NoQuorum).
+        let not_ours = self.busy + self.gone + self.left_out + self.aliased.len();
         let still_out = self.nodes - self.answered() - self.left_out;
         if self.nodes > 0 && self.yes.len() >= need {
             Some(Verdict::Quorum)
@@ -437,6 +439,17 @@ mod tests {
         t.add(2, Answer::Busy);
         assert_eq!(t.final_owner_verdict(), Verdict::Unreachable);
         assert_eq!(Tally::new(0).final_owner_verdict(), Verdict::Unreachable);
+        // Two URLs of one server both say yes; the third server: not ours.
+        let same = Arc::new(SameServers::default());
+        let mut t = Tally::per_server(3, same);
+        let (x, y) = (
+            crate::server_ids::tag("x", 0),
+            crate::server_ids::tag("y", 0),
+        );
+        t.add_from(0, Some(&x), Answer::Yes(0));
+        t.add_from(1, Some(&x), Answer::Yes(0));
+        t.add_from(2, Some(&y), Answer::Busy);
+        assert_eq!(t.final_owner_verdict(), Verdict::Contended);
     }
 
     #[test]

@@ -20,6 +20,9 @@ struct Rules {
     /// Commands of this name wait this long before they go on.
     delay_command: Vec<u8>,
     delay: Duration,
+    /// The next command of this name runs, and its reply is lost with the
+    /// client's connection (one-shot).
+    lose_reply_of: Vec<u8>,
 }
 
 pub struct RespProxy {
@@ -36,7 +39,7 @@ impl RespProxy {
         let listening = Listening::start(target, move |client, server| {
             let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
             let rules = r.clone();
-            std::thread::spawn(move || requests(client, server, rules));
+            std::thread::spawn(move || requests(client, server, target, rules));
             std::thread::spawn(move || pump(s2, c2, None));
         });
         RespProxy {
@@ -55,6 +58,14 @@ impl RespProxy {
         let mut rules = self.rules.lock().unwrap();
         rules.refuse_arg = arg.as_bytes().to_vec();
         rules.error = error.to_string();
+    }
+
+    /// The next `command` runs on the server, then the client's connection
+    /// is cut before its reply: the server did it, the client cannot know.
+    /// (The proxy runs it on a connection of its own and waits for the
+    /// reply, so it has run before the client sees the cut.)
+    pub fn lose_reply_of(&self, command: &str) {
+        self.rules.lock().unwrap().lose_reply_of = command.as_bytes().to_vec();
     }
 
     /// From now on, hold back each `command` by `delay` (and what follows
@@ -102,7 +113,16 @@ pub fn encode<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
     out
 }
 
-fn requests(mut from: TcpStream, mut to: TcpStream, rules: Arc<Mutex<Rules>>) {
+/// Run one raw command on a connection of its own to 127.0.0.1:`port`,
+/// until its reply (one read is enough for the short replies used here).
+fn run_aside(port: u16, raw: &[u8]) {
+    if let Ok(mut aside) = TcpStream::connect(("127.0.0.1", port)) {
+        let _ = aside.write_all(raw);
+        let _ = aside.read(&mut [0u8; 512]);
+    }
+}
+
+fn requests(mut from: TcpStream, mut to: TcpStream, target: u16, rules: Arc<Mutex<Rules>>) {
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
@@ -113,6 +133,21 @@ fn requests(mut from: TcpStream, mut to: TcpStream, rules: Arc<Mutex<Rules>>) {
         buf.extend_from_slice(&chunk[..n]);
         while let Some((used, args)) = parse_command(&buf) {
             let raw: Vec<u8> = buf.drain(..used).collect();
+            let lose = {
+                let mut rules = rules.lock().unwrap();
+                let hit = args
+                    .first()
+                    .is_some_and(|c| c.eq_ignore_ascii_case(&rules.lose_reply_of));
+                if hit {
+                    rules.lose_reply_of.clear();
+                }
+                hit
+            };
+            if lose {
+                run_aside(target, &raw);
+                let _ = from.shutdown(Shutdown::Both);
+                break;
+            }
             let rules = rules.lock().unwrap().clone();
             let refused = !rules.refuse_arg.is_empty()
                 && args
