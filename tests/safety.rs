@@ -231,6 +231,71 @@ fn a_lost_or_torn_guard_marker_means_the_full_guard() {
     }
 }
 
+/// helper-47: a start that died after the module loaded, before its data
+/// was (a `kill -9` in a slow AOF load, another module failing to load),
+/// replaced a missing marker by a clean one; the next start, once that
+/// start's guard had passed, trusted its AOF. The unknown history stays
+/// until a load serves the full guard.
+#[test]
+fn a_start_that_dies_before_loading_keeps_the_marker_unknown() {
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+    let mut s = Server::with(&aof, &module);
+    let marker = s.dir.join("redis-lock.guard");
+    std::thread::sleep(Duration::from_millis(1100));
+    int(&mut s.conn(), "LOCK.ACQUIRE a x 1000"); // some data in the AOF
+    s.kill();
+    std::fs::remove_file(&marker).unwrap();
+    let died = std::process::Command::new(server_binary())
+        .args(["--port", &free_port().to_string(), "--bind", "127.0.0.1"])
+        .arg("--dir")
+        .arg(&s.dir)
+        .args(aof)
+        .arg("--loadmodule")
+        .arg(module_path())
+        .args(module)
+        .args(["--loadmodule", "/nonexistent/other-module.so"])
+        .output()
+        .unwrap();
+    assert!(!died.status.success(), "the second module failed to load");
+    assert!(!marker.exists(), "an unknown history was written as clean");
+    std::thread::sleep(Duration::from_millis(1100)); // past that start's guard
+    s.restart();
+    let refused = err(&mut s.conn(), "LOCK.ACQUIRE b y 1000");
+    assert!(refused.contains("refused"), "{refused}\n{}", s.log());
+    assert!(s.log().contains("missing or unreadable"));
+}
+
+/// helper-47: the marker read at module load was kept for a load that
+/// never came at start-up (no data files) and used by one much later
+/// (`DEBUG LOADAOF`), blind to the taint written since: no guard.
+#[test]
+fn a_load_after_start_up_reads_the_marker_on_disk() {
+    let aof = [
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--enable-debug-command",
+        "yes",
+    ];
+    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+    let mut s = Server::with(&aof, &module);
+    s.kill();
+    // A clean marker and no data files: nothing loads at the next start.
+    std::fs::remove_dir_all(s.dir.join("appendonlydir")).unwrap();
+    std::fs::write(s.dir.join("redis-lock.guard"), "0 0 0\n").unwrap();
+    s.restart();
+    std::thread::sleep(Duration::from_millis(1100)); // the start's guard
+    let mut c = s.conn();
+    q(&mut c, "CONFIG SET appendonly no").unwrap(); // taints the AOF
+    q(&mut c, "CONFIG SET appendonly yes").unwrap();
+    s.await_aof_rewrite();
+    q(&mut c, "DEBUG LOADAOF").unwrap();
+    let refused = err(&mut c, "LOCK.ACQUIRE k a 1000");
+    assert!(refused.contains("refused"), "{refused}\n{}", s.log());
+}
+
 /// helper-41: a run with `appendonly no` in its config file (not a CONFIG
 /// SET) granted a lock; the next run, back on the production settings,
 /// loaded the older AOF, which lacks it, with the guard off.

@@ -96,6 +96,26 @@ fn persistence_is_complete(ctx: &Context) -> bool {
 /// (Outer None: not read yet; inner None: there was none.)
 static PREVIOUS: std::sync::Mutex<Option<Option<Marker>>> = std::sync::Mutex::new(None);
 
+static START_UP_OVER: AtomicBool = AtomicBool::new(false);
+
+/// The marker a start without one will write if it loads nothing (its data
+/// is then empty: a known history); a load writes its own instead.
+static DEFERRED: std::sync::Mutex<Option<Marker>> = std::sync::Mutex::new(None);
+
+/// Start-up is over (the first cron tick): a later load (`DEBUG LOADAOF`,
+/// a replica's full sync) reads the marker on disk. A start that loaded
+/// nothing left the one from before it in `PREVIOUS`, and a load much
+/// later went by it, blind to a taint written since (helper-47).
+pub fn start_up_over(ctx: &Context) {
+    if !START_UP_OVER.swap(true, Relaxed) {
+        *PREVIOUS.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let deferred = DEFERRED.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(marker) = deferred {
+            write_marker(ctx, marker);
+        }
+    }
+}
+
 /// Arm the restart guard, remember it on disk, and say so in the log.
 pub fn arm(ctx: &Context, armed: Armed) {
     let aof_loaded = AOF_LOADED.load(Relaxed);
@@ -131,7 +151,23 @@ pub fn arm(ctx: &Context, armed: Armed) {
     let replica = is_replica(ctx) || (marker.replica && armed != Armed::Loaded);
     // What an earlier guard has left is kept (never more than a full one).
     let left = delay.max(marker.left(now).min(full));
-    write_marker(ctx, Marker::until(now, left, tainted, replica));
+    // An unknown history (no marker, or an unreadable one) stays unknown
+    // until a load serves the full guard it calls for, or start-up ends
+    // with nothing loaded. Replaced by a clean marker at module load, it
+    // was gone after a start that died while loading (a kill -9 in a slow
+    // AOF load), and the next start trusted its AOF (helper-47); so was,
+    // after a promotion, the replica flag.
+    let new = Marker::until(now, left, tainted, replica);
+    let mut deferred = DEFERRED.lock().unwrap_or_else(|p| p.into_inner());
+    match armed {
+        _ if found.is_some() || armed == Armed::Loaded => {
+            *deferred = None;
+            write_marker(ctx, new);
+        }
+        Armed::Started => *deferred = Some(new),
+        _ => {}
+    }
+    drop(deferred);
     let why = match armed {
         Armed::Started => "module loaded",
         Armed::Loaded if aof_loaded => "AOF loaded",

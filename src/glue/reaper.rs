@@ -74,6 +74,7 @@ pub unsafe extern "C" fn on_cron(
         .as_ref()
         .map_or(10, |info| info.hz);
     let _ = std::panic::catch_unwind(|| {
+        crate::glue::guard_state::start_up_over(&redis_module::Context::new(ctx));
         crate::glue::blocking::time_out_due(clock::now_ms());
         crate::glue::blocking::settle_overdue(Ctx(ctx));
         tick(Ctx(ctx), tick_budget(hz))

@@ -101,10 +101,17 @@ impl Marker {
 
     pub fn parse(text: &str) -> Option<Marker> {
         let mut words = text.split_whitespace();
+        // A flag is 0 or 1; anything else is a damaged marker (helper-47:
+        // "x" read as "not tainted").
+        let flag = |word: &str| match word {
+            "0" => Some(false),
+            "1" => Some(true),
+            _ => None,
+        };
         let until_unix_ms = words.next()?.parse().ok()?;
-        let tainted = words.next()? == "1";
+        let tainted = flag(words.next()?)?;
         // Absent in a marker written before the flag existed.
-        let replica = words.next() == Some("1");
+        let replica = words.next().map_or(Some(false), flag)?;
         // Absent before the boot clock was kept; both or neither.
         let until_boot = match (words.next(), words.next()) {
             (Some(id), Some(ms)) => Some(Boot {
@@ -358,6 +365,8 @@ mod tests {
             boot: boot(8, 10),
         };
         assert_eq!(m.left(rebooted), 3_000);
+        assert_eq!(Marker::parse("1000 x 0"), None);
+        assert_eq!(Marker::parse("1000 0 2"), None);
         // Damaged boot fields: no marker (the full guard).
         assert_eq!(Marker::parse("1000 0 0 7"), None);
         assert_eq!(Marker::parse("1000 0 0 zz 5"), None);
