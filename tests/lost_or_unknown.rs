@@ -101,3 +101,17 @@ async fn a_reentrant_hold_that_lands_after_the_round_is_the_handles() {
     assert!(matches!(unlocked, Ok(())), "{unlocked:?}");
     assert_eq!(status(&mut s[2].conn(), "job"), None, "late hold left");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_takeover_found_by_a_resent_release_is_expired() {
+    // helper-48: the shared connection closed between renewals (a server
+    // `timeout`, a reset); the RELEASE sent again found another owner's
+    // lock, and that read as unknown: the CLI exited 0, not 76.
+    let s = Server::start();
+    let l = locker(&[s.url()], 1000);
+    let lock = l.try_lock("job").await.unwrap();
+    taken_over(&s, "job");
+    q(&mut s.conn(), "CLIENT KILL TYPE normal SKIPME yes").unwrap();
+    let unlocked = l.unlock(&lock).await;
+    assert!(matches!(unlocked, Err(Error::Expired)), "{unlocked:?}");
+}

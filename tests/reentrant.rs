@@ -175,3 +175,30 @@ async fn an_unlock_that_could_not_reach_a_hold_is_no_quorum_not_expired() {
     }
     assert_eq!(holds(&s), [Some(1), Some(1), Some(2)]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hold_granted_after_the_rounds_deadline_is_given_back_by_the_unlock() {
+    // helper-48: the round's deadline dropped server 2's request still on
+    // its way (a round that waits for every reply, or a fencing wait that
+    // runs past it); its grant landed later, unrecorded, and stayed a TTL
+    // after an unlock that said Ok.
+    let s = Server::start_n(3);
+    let (proxies, via) = in_front_of(&s);
+    let l = Builder::new(&via)
+        .ttl(Duration::from_secs(20))
+        .node_timeout(Duration::from_millis(300))
+        .fail_fast(false)
+        .build()
+        .unwrap();
+    let w = l.try_lock("warm").await.unwrap(); // connections open
+    l.unlock(&w).await.unwrap();
+    proxies[2].delay("LOCK.ACQUIRE", Duration::from_millis(900));
+    let lock = l
+        .acquire("k", &LockOptions::new().reentrant(true))
+        .await
+        .unwrap();
+    assert!(eventually(Duration::from_secs(3), || holds(&s)[2] == Some(1)));
+    std::thread::sleep(Duration::from_millis(100)); // its reply reaches the client
+    l.unlock(&lock).await.unwrap();
+    assert_eq!(holds(&s), [None, None, None]);
+}

@@ -402,16 +402,27 @@ impl Locker {
                 Late::OnOpen(late, deadline) if !req.reentrant => {
                     self.inner.stragglers.drive(deadline, late)
                 }
-                // ... for as long as they take: a hold that lands after the
-                // round's deadline is the handle's too, and left unrecorded
-                // it stayed a TTL after the unlock (helper-46).
-                Late::OnOpen(late, deadline) | Late::Drive(late, deadline) => settle_late(
-                    self.clone(),
-                    req,
-                    late,
-                    Arc::downgrade(&shared),
-                    (!req.reentrant).then(|| deadline.deadline()),
-                ),
+                // ... also after the round's deadline: a hold that lands
+                // then is the handle's too, and left unrecorded it stayed a
+                // TTL after the unlock (helper-46). Up to a TTL more: one
+                // later (a server stalled that long) is left to expire, as
+                // a task per acquisition kept for a stopped server piled up
+                // without end (helper-48).
+                Late::OnOpen(late, deadline) | Late::Drive(late, deadline) => {
+                    let more = if req.reentrant {
+                        req.ttl
+                    } else {
+                        Duration::ZERO
+                    };
+                    let until = deadline.deadline() + more;
+                    settle_late(
+                        self.clone(),
+                        req,
+                        late,
+                        Arc::downgrade(&shared),
+                        Some(until),
+                    )
+                }
             }
             let mut lock = Lock::granted(req, token, start, shared.clone());
             match self.fence(&tally, &mut lock, start).await {

@@ -406,7 +406,7 @@ impl Node {
                         let (set, clear) = (Ordering::AcqRel, Ordering::Relaxed);
                         let _ = self.doubt.compare_exchange(doubt, 0, set, clear);
                     }
-                    if resent && is_release(cmd) && matches!(tagged.0, Value::Int(0 | -1)) {
+                    if resent && is_release(cmd) && matches!(tagged.0, Value::Int(-1)) {
                         return Err(Failure::Transient(RELEASED_OR_LOST.into()));
                     }
                     return Ok(tagged);
@@ -440,6 +440,10 @@ impl Node {
 /// reply lost with the connection) or the lock was gone before. Not proof
 /// of a loss: counted as "not ours" it made an unlock that released the
 /// lock say `Expired` (the CLI's "lost while the command ran", helper-46).
+/// "Held by another owner" (0) stays a loss: the first would have had to
+/// run and another client take the lock within one round trip, while a
+/// connection closed idle (server `timeout`) before a takeover is common,
+/// and it hid that takeover from the CLI (helper-48).
 const RELEASED_OR_LOST: &str = "the RELEASE's reply was lost with its connection, and sent again \
      it found the lock not held: released by the first, or gone before";
 

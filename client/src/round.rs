@@ -71,6 +71,11 @@ pub(crate) struct Round {
     waiting: Vec<bool>,
     deadline: Pin<Box<Sleep>>,
     timeout: Duration,
+    /// The deadline passed: the nodes still silent are tallied as timed
+    /// out, and their requests, still on their way, are only kept for
+    /// `split` (a REENTRANT grant that lands later is a hold of its own:
+    /// dropped here, it stayed a TTL after the unlock, helper-48).
+    expired: bool,
     /// Every request went out on a shared connection that was already open
     /// when the round began: nothing reaches a node late except through
     /// that connection, ahead of any later request on it (an unlock's
@@ -90,6 +95,7 @@ impl Round {
             waiting: vec![false; nodes],
             deadline: Box::pin(tokio::time::sleep(timeout)),
             timeout,
+            expired: false,
             on_open_connections: on_open,
         }
     }
@@ -103,7 +109,7 @@ impl Round {
     /// Tally the next reply; false once every node answered or the deadline
     /// passed (the nodes still silent are then tallied as timed out).
     pub(crate) async fn next(&mut self) -> bool {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() || self.expired {
             return false;
         }
         tokio::select! {
@@ -120,7 +126,7 @@ impl Round {
                         self.tally.add(i, failed(timed_out(self.timeout)));
                     }
                 }
-                self.pending = Pending::new();
+                self.expired = true;
                 false
             }
         }
@@ -130,6 +136,9 @@ impl Round {
     /// the last node's reply often came with the deciding one, and then
     /// nothing is left in flight to hand over.
     pub(crate) fn take_ready(&mut self) {
+        if self.expired {
+            return;
+        }
         while let Some(Some((i, reply))) = self.pending.next().now_or_never() {
             self.record(i, reply);
         }
