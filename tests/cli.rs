@@ -225,18 +225,22 @@ fn a_lock_found_lost_at_the_release_exits_76() {
 #[test]
 fn a_lost_lock_is_released_where_it_is_left() {
     let mut nodes: Vec<Server> = Server::start_n(5);
+    let dir = scratch("left");
+    let started = dir.join("started");
+    // Wait for the command, not for a node's grant: node 4 may hold the lock
+    // while the CLI's acquisition still waits on the others' replies, and
+    // killing those then fails the acquisition (69), not the held lock (76).
+    let script = format!("touch {}; exec sleep 30", started.display());
     let mut run = cli(
         &nodes,
         &[
-            "run", "--ttl", "3s", "--grace", "0s", "left", "--", "sleep", "30",
+            "run", "--ttl", "3s", "--grace", "0s", "left", "--", "sh", "-c", &script,
         ],
     )
     .stderr(Stdio::null())
     .spawn()
     .unwrap();
-    assert!(eventually(Duration::from_secs(5), || {
-        redis_lock_testkit::status(&mut nodes[4].conn(), "left").is_some()
-    }));
+    assert!(eventually(Duration::from_secs(10), || started.exists()));
     for n in &mut nodes[..3] {
         n.kill();
     }
@@ -247,6 +251,7 @@ fn a_lost_lock_is_released_where_it_is_left() {
             "left held after exit 76"
         );
     }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
