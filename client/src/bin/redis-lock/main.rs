@@ -149,6 +149,9 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
         }
     };
     let pid = child.id().expect("a just-spawned child has a pid");
+    // What came before the fork must be stamped before the start (see
+    // `signals::caught_up`).
+    signals::caught_up().await;
     let started = Instant::now();
     let status = loop {
         tokio::select! {

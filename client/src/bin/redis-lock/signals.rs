@@ -16,8 +16,16 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
-use std::time::Instant;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+
+/// Deliveries of handled signals that began (an action registered before
+/// the iterator's) and ended (one after it), and how many of the ended
+/// ones are on the channel, stamped: see [`caught_up`].
+static ENTERED: AtomicUsize = AtomicUsize::new(0);
+static LEFT: AtomicUsize = AtomicUsize::new(0);
+static SENT: AtomicUsize = AtomicUsize::new(0);
 
 /// The signals `run` handles (everything else keeps its default action).
 pub const HANDLED: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
@@ -80,28 +88,82 @@ fn mask(how: libc::c_int) {
 /// Only the thread that reads them takes them: the calling thread (which
 /// forks the command) and every thread started from it later block them.
 /// So the CLI's handler never runs in the command between fork and exec,
-/// where it swallowed a Ctrl-C meant for the command (`reset_in_child`),
-/// and a delivery is stamped the moment it happens.
+/// where it swallowed a Ctrl-C meant for the command (`reset_in_child`).
+/// A delivery is stamped when that thread gets to run, which under load
+/// can be well after it happened: see [`caught_up`].
 pub fn catch() -> std::io::Result<mpsc::UnboundedReceiver<Delivered>> {
     let caught: Vec<i32> = HANDLED.into_iter().filter(|&s| !ignored(s)).collect();
-    let mut signals = SignalsInfo::<WithOrigin>::new(caught)?;
+    count(&caught, &ENTERED)?;
+    let mut signals = SignalsInfo::<WithOrigin>::new(&caught)?;
+    count(&caught, &LEFT)?;
     let (tx, rx) = mpsc::unbounded_channel();
     mask(libc::SIG_BLOCK);
     std::thread::spawn(move || {
         mask(libc::SIG_UNBLOCK);
-        for origin in signals.forever() {
-            let from_kernel = matches!(origin.cause, Cause::Kernel);
+        let send = |origin: WithOriginInfo| {
             let delivered = Delivered {
                 signal: origin.signal,
-                from_kernel,
+                from_kernel: matches!(origin.cause, Cause::Kernel),
                 at: Instant::now(),
             };
-            if tx.send(delivered).is_err() {
-                break;
+            tx.send(delivered).is_ok()
+        };
+        loop {
+            // Every delivery counted here has stored what `pending` reads.
+            let left = LEFT.load(SeqCst);
+            if !signals.pending().all(send) {
+                return;
+            }
+            SENT.store(left, SeqCst);
+            if !signals.wait().all(send) || signals.is_closed() {
+                return;
             }
         }
     });
     Ok(rx)
+}
+
+type WithOriginInfo = signal_hook::low_level::siginfo::Origin;
+
+/// Count each delivery of `signals` in `counter` (actions run in the order
+/// they were registered).
+fn count(signals: &[i32], counter: &'static AtomicUsize) -> std::io::Result<()> {
+    for &signal in signals {
+        // SAFETY: the action only increments an atomic: async-signal-safe.
+        unsafe {
+            signal_hook::low_level::register(signal, move || _ = counter.fetch_add(1, SeqCst))
+        }?;
+    }
+    Ok(())
+}
+
+/// Whether a handled signal is pending for the process: generated, not yet
+/// taken by the thread that reads them (the others block them).
+fn any_pending() -> bool {
+    // SAFETY: sigpending(2) writes the zeroed set we own; sigismember reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut set) == 0 && HANDLED.iter().any(|&s| libc::sigismember(&set, s) == 1)
+    }
+}
+
+/// Waits (at most 100 ms) until every handled signal generated so far is on
+/// the channel with its stamp: none pending, none in a handler, none unsent.
+/// Called right after the command's spawn, before its start is stamped: a
+/// Ctrl-C generated before the fork went to a group without the command,
+/// and under load the reading thread stamped it only after the spawn had
+/// returned, so it was never passed on (helper-45: 1 try in about 600, on
+/// a loaded 2-core box). Left: a delivery between being taken from the
+/// pending set and its first action (a thread preempted right there).
+pub async fn caught_up() {
+    for _ in 0..100 {
+        let quiet = !any_pending();
+        let (entered, left) = (ENTERED.load(SeqCst), LEFT.load(SeqCst));
+        if quiet && entered == left && SENT.load(SeqCst) >= left {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 /// In the forked command, before exec (async-signal-safe calls only): the
