@@ -4,6 +4,11 @@ mod common;
 use common::*;
 use std::time::Duration;
 
+/// Persistence the guard trusts: an AOF fsync'd on every write.
+const AOF: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+/// The guard as long as the longest TTL allowed: 1 s.
+const GUARD_1S: [&str; 4] = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+
 #[test]
 fn wall_clock_jump_frees_set_nx_px_but_not_a_lock() {
     let offset_file = std::env::temp_dir().join(format!("clockshim-{}", std::process::id()));
@@ -123,7 +128,7 @@ fn a_clock_stepped_ahead_while_down_does_not_end_a_carried_guard() {
         ("LD_PRELOAD", shim.to_str().unwrap()),
         ("CLOCKSHIM_FILE", offset_file.to_str().unwrap()),
     ];
-    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let aof = AOF;
     let mut s = Server::with_env(&aof, &["restart-delay-ms", "20000"], &env);
     // A new disk looks like a wiped one: the first start is guarded.
     assert!(err(&mut s.conn(), "LOCK.ACQUIRE k a 1000").contains("refused"));
@@ -147,7 +152,7 @@ fn a_clock_stepped_ahead_while_down_does_not_end_a_carried_guard() {
 #[test]
 fn a_replica_restarted_as_a_primary_from_its_aof_is_guarded() {
     let primary = Server::start();
-    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let aof = AOF;
     let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1500"];
     let mut replica = Server::replica_with(&primary, &aof, &module);
     let mut p = primary.conn();
@@ -182,8 +187,8 @@ fn a_replica_restarted_as_a_primary_from_its_aof_is_guarded() {
 #[test]
 fn the_first_restart_after_a_promotion_is_guarded() {
     let primary = Server::start();
-    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
-    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+    let aof = AOF;
+    let module = GUARD_1S;
     let mut replica = Server::replica_with(&primary, &aof, &module);
     replica.await_aof_rewrite();
     let mut r = replica.conn();
@@ -203,8 +208,8 @@ fn the_first_restart_after_a_promotion_is_guarded() {
 /// other) was trusted. Without a marker nothing is known: the full guard.
 #[test]
 fn a_lost_or_torn_guard_marker_means_the_full_guard() {
-    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
-    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+    let aof = AOF;
+    let module = GUARD_1S;
     let mut s = Server::with(&aof, &module);
     let marker = s.dir.join("redis-lock.guard");
     std::thread::sleep(Duration::from_millis(1100)); // past the first start's guard
@@ -238,8 +243,8 @@ fn a_lost_or_torn_guard_marker_means_the_full_guard() {
 /// until a load serves the full guard.
 #[test]
 fn a_start_that_dies_before_loading_keeps_the_marker_unknown() {
-    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
-    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+    let aof = AOF;
+    let module = GUARD_1S;
     let mut s = Server::with(&aof, &module);
     let marker = s.dir.join("redis-lock.guard");
     std::thread::sleep(Duration::from_millis(1100));
@@ -279,7 +284,7 @@ fn a_load_after_start_up_reads_the_marker_on_disk() {
         "--enable-debug-command",
         "yes",
     ];
-    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+    let module = GUARD_1S;
     let mut s = Server::with(&aof, &module);
     s.kill();
     // A clean marker and no data files: nothing loads at the next start.
@@ -301,8 +306,8 @@ fn a_load_after_start_up_reads_the_marker_on_disk() {
 /// loaded the older AOF, which lacks it, with the guard off.
 #[test]
 fn an_aof_left_stale_by_a_run_without_it_is_not_trusted() {
-    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
-    let module = ["restart-delay-ms", "-1", "max-ttl-ms", "1000"];
+    let aof = AOF;
+    let module = GUARD_1S;
     let mut s = Server::with(&aof, &module);
     std::thread::sleep(Duration::from_millis(1100));
     int(&mut s.conn(), "LOCK.ACQUIRE x alice 1000");

@@ -15,7 +15,7 @@
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
-use signal_hook::low_level::siginfo::Cause;
+use signal_hook::low_level::siginfo::{Cause, Origin};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -100,7 +100,7 @@ pub fn catch() -> std::io::Result<mpsc::UnboundedReceiver<Delivered>> {
     mask(libc::SIG_BLOCK);
     std::thread::spawn(move || {
         mask(libc::SIG_UNBLOCK);
-        let send = |origin: WithOriginInfo| {
+        let send = |origin: Origin| {
             let delivered = Delivered {
                 signal: origin.signal,
                 from_kernel: matches!(origin.cause, Cause::Kernel),
@@ -122,8 +122,6 @@ pub fn catch() -> std::io::Result<mpsc::UnboundedReceiver<Delivered>> {
     });
     Ok(rx)
 }
-
-type WithOriginInfo = signal_hook::low_level::siginfo::Origin;
 
 /// Count each delivery of `signals` in `counter` (actions run in the order
 /// they were registered).
