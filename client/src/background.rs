@@ -155,7 +155,17 @@ impl Background {
 /// `work` counted as this process's background clean-up from now until it
 /// ends or is dropped (see `background_done`): for work a binding spawns on
 /// its own, e.g. the release of a lock dropped by the binding's caller
-/// (Python's exit waits for it; a plain spawn exited first, helper-29).
+/// (Python's exit waits for it; a plain spawn could be cut off by the exit).
+///
+/// ```no_run
+/// # async fn demo(locker: redis_lock_client::Locker, lock: redis_lock_client::Lock) -> Result<(), redis_lock_client::Error> {
+/// // A binding releases a lock its caller dropped, counted so that
+/// // background_done() waits for it before the process exits.
+/// tokio::spawn(redis_lock_client::counted(async move {
+///     let _ = locker.unlock(&lock).await;
+/// }));
+/// # Ok(()) }
+/// ```
 pub fn counted<F: Future>(work: F) -> impl Future<Output = F::Output> {
     let running = BACKGROUND.start();
     async move {
@@ -165,7 +175,15 @@ pub fn counted<F: Future>(work: F) -> impl Future<Output = F::Output> {
 }
 
 /// Resolves once the clean-up every Locker of this process runs in the
-/// background is done (see `Locker::background_done`).
+/// background is done (see [`Locker::background_done`](crate::Locker::background_done)).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), redis_lock_client::Error> {
+/// use std::time::Duration;
+/// // Last thing before exit: at most 2 s for every Locker's clean-up.
+/// let _ = tokio::time::timeout(Duration::from_secs(2), redis_lock_client::background_done()).await;
+/// # Ok(()) }
+/// ```
 pub async fn background_done() {
     BACKGROUND.idle().await;
 }

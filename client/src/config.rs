@@ -88,6 +88,18 @@ pub struct Builder {
 impl Builder {
     /// `urls`: `redis://[user:password@]host:port[/db]` or `rediss://...`
     /// (TLS needs the `tls` feature).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), redis_lock_client::Error> {
+    /// use redis_lock_client::Builder;
+    /// use std::time::Duration;
+    /// let locker = Builder::new(&["redis://10.0.0.1:6379/", "redis://10.0.0.2:6379/", "redis://10.0.0.3:6379/"])
+    ///     .ttl(Duration::from_secs(30))
+    ///     .node_timeout(Duration::from_millis(200))
+    ///     .build()?;
+    /// # drop(locker);
+    /// # Ok(()) }
+    /// ```
     pub fn new<S: AsRef<str>>(urls: &[S]) -> Builder {
         Builder {
             urls: urls.iter().map(|u| u.as_ref().to_string()).collect(),
@@ -133,7 +145,8 @@ impl Builder {
         self.fail_fast = on;
         self
     }
-    /// Run the fencing round (see the README's "Quorum fencing tokens").
+    /// Run the fencing round (see "Fencing tokens" in the repository's
+    /// docs/fencing.md).
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
         self
@@ -142,6 +155,15 @@ impl Builder {
     /// Validate and return the settings. Two URLs that reach the same server
     /// (same resolved address and port, same db) are refused: one server
     /// must not vote twice.
+    ///
+    /// ```
+    /// use redis_lock_client::{Builder, Error};
+    /// let config = Builder::new(&["redis://127.0.0.1:7001/", "redis://127.0.0.1:7002/"]).config().unwrap();
+    /// assert_eq!(config.urls().len(), 2);
+    /// // localhost and 127.0.0.1 are one server: refused.
+    /// let twice = Builder::new(&["redis://127.0.0.1:7001/", "redis://localhost:7001/"]).config();
+    /// assert!(matches!(twice, Err(Error::Config(_))));
+    /// ```
     pub fn config(self) -> Result<Config, Error> {
         let bad = |why: &str| Err(Error::Config(why.to_string()));
         if self.urls.is_empty() {
@@ -190,7 +212,16 @@ impl Builder {
         })
     }
 
-    /// Validate and make a [`crate::Locker`].
+    /// Validate and make a [`crate::Locker`]. No connection is opened
+    /// until the first operation.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), redis_lock_client::Error> {
+    /// let locker = redis_lock_client::Builder::new(&["redis://127.0.0.1:7379/"]).build()?;
+    /// let lock = locker.try_lock("lock:job").await?;
+    /// locker.unlock(&lock).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn build(self) -> Result<crate::Locker, Error> {
         Ok(crate::Locker::new(self.config()?))
     }

@@ -3,6 +3,15 @@
 use std::time::Duration;
 
 /// `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
+///
+/// ```
+/// use redis_lock_client::duration::parse;
+/// use std::time::Duration;
+/// assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+/// assert_eq!(parse("2m"), Ok(Duration::from_secs(120)));
+/// assert_eq!(parse("10"), Ok(Duration::from_secs(10)));
+/// assert!(parse("ten seconds").is_err());
+/// ```
 pub fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text

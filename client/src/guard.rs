@@ -16,6 +16,18 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// A lock renewed in the background until it is unlocked or dropped.
+/// Made by [`Locker::lock_auto`] and [`Locker::acquire_auto`].
+///
+/// ```no_run
+/// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+/// use std::time::Duration;
+/// let mut guard = locker.lock_auto("lock:long", Duration::from_secs(5)).await?;
+/// tokio::select! {
+///     _ = tokio::time::sleep(Duration::from_secs(60)) => guard.unlock().await?, // the work
+///     _ = guard.lost() => eprintln!("lost the lock: stop"),
+/// }
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping an AutoLock releases the lock at once"]
 pub struct AutoLock {
     locker: Locker,
@@ -130,6 +142,15 @@ async fn renew(locker: Locker, mut lock: Lock, lost: watch::Sender<bool>) {
 impl Locker {
     /// Acquire (as [`Locker::lock`]) and keep the lock renewed until the
     /// returned guard is unlocked or dropped.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+    /// use std::time::Duration;
+    /// let guard = locker.lock_auto("lock:long", Duration::ZERO).await?;
+    /// println!("renewed in the background, token {}", guard.token());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_auto(&self, name: &str, wait: Duration) -> Result<AutoLock, Error> {
         self.acquire_auto(name, &LockOptions::new().wait(wait))
             .await
@@ -137,6 +158,16 @@ impl Locker {
 
     /// Acquire with per-lock options (as [`Locker::acquire`]) and keep the
     /// lock renewed, to its own TTL, until the guard is unlocked or dropped.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+    /// use redis_lock_client::LockOptions;
+    /// use std::time::Duration;
+    /// let opts = LockOptions::new().ttl(Duration::from_secs(3)).wait(Duration::from_secs(1));
+    /// let guard = locker.acquire_auto("lock:long", &opts).await?; // renewed every second
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_auto(&self, name: &str, opts: &LockOptions) -> Result<AutoLock, Error> {
         let lock = self.acquire(name, opts).await?;
         Ok(AutoLock::start(self.clone(), lock))

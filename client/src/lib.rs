@@ -19,6 +19,27 @@
 //! Features: `tls` (`rediss://` URLs, needs OpenSSL) and `cli` (the
 //! `redis-lock` binary, with clap), both off by default, so a library user
 //! needs neither unless it asks for them.
+//!
+//! # Entry points
+//!
+//! - [`Builder`] checks the settings and makes a [`Locker`] (one per set of
+//!   servers; cheap to clone).
+//! - [`Locker::try_lock`] (one round), [`Locker::lock`] (waits up to a
+//!   deadline) and [`Locker::acquire`] (with [`LockOptions`]) return a
+//!   [`Lock`] with its fencing token; [`Locker::extend`] and
+//!   [`Locker::unlock`] take it.
+//! - [`Locker::lock_auto`] and [`Locker::acquire_auto`] return an
+//!   [`AutoLock`], renewed in the background until unlocked, with a
+//!   [`AutoLock::lost`] future.
+//! - [`Locker::status`] with [`quorum_state`], and [`Locker::force_release`]:
+//!   the operators' view.
+//! - [`background_done`]: what a process awaits before it exits.
+//! - [`Error`]: `Taken` (contention), `NoQuorum` (outage), `Rejected` (a
+//!   server refused for good), `Expired` (the lock was lost).
+//!
+//! The servers need the redis-lock module. How the client behaves on the
+//! wire (waiting, cancellation, each server once) is in the repository's
+//! `docs/client.md` and `docs/client-behaviour.md`.
 #![warn(missing_docs)]
 
 mod background;

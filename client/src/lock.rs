@@ -236,7 +236,8 @@ impl Lock {
         &self.owner
     }
     /// Fencing token: larger than every token of an earlier holder of this
-    /// name while a majority of nodes kept their state (see README).
+    /// name while a majority of nodes kept their state (see "Fencing
+    /// tokens", docs/fencing.md in the repository).
     pub fn token(&self) -> u64 {
         self.token
     }

@@ -45,6 +45,13 @@ pub struct Locker {
 /// 128 random bits as 32 hex digits. From the thread's CSPRNG (ChaCha,
 /// seeded and periodically reseeded from the OS): unguessable like the OS
 /// source, without a system call per lock.
+///
+/// ```
+/// let owner = redis_lock_client::random_owner();
+/// assert_eq!(owner.len(), 32);
+/// assert!(owner.chars().all(|c| c.is_ascii_hexdigit()));
+/// assert_ne!(owner, redis_lock_client::random_owner());
+/// ```
 pub fn random_owner() -> String {
     let bits: u128 = rand::thread_rng().gen();
     format!("{bits:032x}")
@@ -193,6 +200,15 @@ impl OwnedRequest {
 impl Locker {
     /// A Locker over the (validated) `config`'s servers. No connection is
     /// opened until the first operation.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), redis_lock_client::Error> {
+    /// use redis_lock_client::{Builder, Locker};
+    /// let config = Builder::new(&["redis://127.0.0.1:7001/", "redis://127.0.0.1:7002/", "redis://127.0.0.1:7003/"]).config()?;
+    /// let locker = Locker::new(config);
+    /// assert_eq!(locker.node_names().len(), 3);
+    /// # Ok(()) }
+    /// ```
     pub fn new(config: Config) -> Locker {
         let same = Arc::new(SameServers::default());
         let nodes: Vec<Arc<Node>> = (config.urls.iter())
@@ -693,16 +709,49 @@ impl Locker {
     /// timeout of its choosing: exiting first can leave what a request
     /// still travelling takes held for its TTL. Usually immediate; it waits
     /// as long as a slow or stalled server keeps a request unanswered.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+    /// use std::time::Duration;
+    /// // ... the program's work with `locker` ...
+    /// // Before the process exits: let the clean-up finish, for at most 2 s.
+    /// let _ = tokio::time::timeout(Duration::from_secs(2), locker.background_done()).await;
+    /// # Ok(()) }
+    /// ```
     pub async fn background_done(&self) {
         crate::background::background_done().await;
     }
 
     /// One attempt: no retries, no waiting.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+    /// use redis_lock_client::Error;
+    /// match locker.try_lock("lock:job").await {
+    ///     Ok(lock) => {
+    ///         println!("holding it, fencing token {}", lock.token());
+    ///         locker.unlock(&lock).await?;
+    ///     }
+    ///     Err(Error::Taken) => println!("someone else holds it"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self, name: &str) -> Result<Lock, Error> {
         self.acquire(name, &LockOptions::new()).await
     }
 
     /// Acquire, retrying until `wait` has passed. See [`Locker::acquire`].
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+    /// use std::time::Duration;
+    /// // Queued in the servers until the lock is free, for at most 5 s.
+    /// let lock = locker.lock("lock:job", Duration::from_secs(5)).await?;
+    /// println!("valid for {:?} more", lock.validity());
+    /// locker.unlock(&lock).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self, name: &str, wait: Duration) -> Result<Lock, Error> {
         self.acquire(name, &LockOptions::new().wait(wait)).await
     }
@@ -718,6 +767,16 @@ impl Locker {
     /// `Taken`: held by another owner until the wait ran out. `NoQuorum`:
     /// not enough servers answered, even on the last round. `Rejected` and
     /// `Config` come at once: retrying cannot help.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+    /// use redis_lock_client::LockOptions;
+    /// use std::time::Duration;
+    /// let opts = LockOptions::new().ttl(Duration::from_secs(60)).wait(Duration::from_secs(5));
+    /// let lock = locker.acquire("lock:report", &opts).await?;
+    /// locker.unlock(&lock).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self, name: &str, opts: &LockOptions) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
         let ttl = opts.checked_ttl(cfg.ttl, cfg.node_timeout)?;
@@ -879,6 +938,20 @@ impl Locker {
     /// Reset the lock's TTL on a majority; updates its validity. `Expired`
     /// once a majority said it is not this owner's; `NoQuorum` when
     /// failures leave that open.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+    /// use redis_lock_client::Error;
+    /// let mut lock = locker.try_lock("lock:job").await?;
+    /// // ... part of the work ...
+    /// match locker.extend(&mut lock).await {
+    ///     Ok(()) => println!("valid for {:?} more", lock.validity()),
+    ///     Err(Error::Expired) => return Ok(()), // lost: stop touching the resource
+    ///     Err(e) => return Err(e),
+    /// }
+    /// locker.unlock(&lock).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn extend(&self, lock: &mut Lock) -> Result<(), Error> {
         let cfg = &self.inner.config;
         let start = Instant::now();
@@ -906,6 +979,14 @@ impl Locker {
     /// Release on every node. Ok when a majority released it; `Expired` when
     /// it was no longer held on a majority (`NoQuorum` when failures leave
     /// that open).
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+    /// let lock = locker.try_lock("lock:job").await?;
+    /// // ... the work, passing lock.token() to the resource ...
+    /// locker.unlock(&lock).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(&self, lock: &Lock) -> Result<(), Error> {
         let tally = self.let_go(lock).await;
         match tally.final_owner_verdict() {

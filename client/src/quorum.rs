@@ -30,6 +30,13 @@ pub fn unix_micros() -> u64 {
 }
 
 /// Nodes needed out of `nodes` (at least one, even for an empty list).
+///
+/// ```
+/// use redis_lock_client::quorum::majority;
+/// assert_eq!(majority(1), 1);
+/// assert_eq!(majority(3), 2);
+/// assert_eq!(majority(5), 3);
+/// ```
 pub fn majority(nodes: usize) -> usize {
     nodes / 2 + 1
 }
@@ -37,6 +44,15 @@ pub fn majority(nodes: usize) -> usize {
 /// Time the lock is known to be valid after a round that took `elapsed`:
 /// `ttl - elapsed - drift`, with drift = ttl * factor + 2 ms (clock rate
 /// differences between nodes, as in the Redlock spec). None when <= 0.
+///
+/// ```
+/// use redis_lock_client::quorum::validity;
+/// use std::time::Duration;
+/// let ttl = Duration::from_secs(10);
+/// // 10 s - 30 ms elapsed - (100 ms + 2 ms) drift
+/// assert_eq!(validity(ttl, Duration::from_millis(30), 0.01), Some(Duration::from_millis(9868)));
+/// assert_eq!(validity(ttl, Duration::from_secs(10), 0.01), None);
+/// ```
 pub fn validity(ttl: Duration, elapsed: Duration, drift_factor: f64) -> Option<Duration> {
     let drift = ttl.mul_f64(drift_factor) + Duration::from_millis(2);
     ttl.checked_sub(elapsed + drift).filter(|v| !v.is_zero())
@@ -190,7 +206,7 @@ impl Tally {
     /// many said so, or were left out, that no majority can hold it: unlike
     /// an acquisition's, a node that failed here may still hold the lock.
     /// One yes, one failure and one node left out (a REENTRANT handle held
-    /// two of three) read as `Expired` when the lock was held (CI, stop 24).
+    /// two of three) read as `Expired` when the lock was held (99ca348).
     pub fn owner_verdict(&self) -> Option<Verdict> {
         let need = majority(self.nodes);
         let spare = self.nodes.saturating_sub(need);
@@ -229,7 +245,7 @@ impl Tally {
     /// it already hold it. A node whose clock runs far ahead grants a token
     /// far above the others; taking the maximum would make every other node
     /// refuse to be fenced to it (a token may be at most a node's clock +
-    /// 60 s). See README "Quorum fencing tokens".
+    /// 60 s). See "Fencing tokens" (docs/fencing.md in the repository).
     pub fn quorum_token(&self) -> u64 {
         if let Some(t) = self.common_token() {
             return t;

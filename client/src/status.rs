@@ -79,6 +79,13 @@ impl std::fmt::Display for QuorumState {
 /// Rust's `escape_debug` writes them (`\t`, `\n`, `\r`, `\0`, `\u{1b}`);
 /// bytes that are not UTF-8 as `\xNN`. Quotes stay as they are: nothing in
 /// the output delimits them.
+///
+/// ```
+/// use redis_lock_client::escape_owner;
+/// assert_eq!(escape_owner(b"worker-1"), "worker-1");
+/// assert_eq!(escape_owner(b"a\tb\\c"), "a\\tb\\\\c");
+/// assert_eq!(escape_owner(b"\xff\x1b[2J"), "\\xff\\u{1b}[2J");
+/// ```
 pub fn escape_owner(owner: &[u8]) -> String {
     let mut out = String::new();
     for chunk in owner.utf8_chunks() {
@@ -97,6 +104,22 @@ pub fn escape_owner(owner: &[u8]) -> String {
 
 /// The verdict of the nodes' reports: an owner or "free" counts only with
 /// a majority of all nodes behind it.
+///
+/// ```no_run
+/// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+/// use redis_lock_client::{quorum_state, QuorumState};
+/// let reports = locker.status("lock:job").await;
+/// for (node, report) in &reports {
+///     println!("{node}: {report:?}");
+/// }
+/// match quorum_state(&reports) {
+///     QuorumState::Held { owner, nodes, of } => {
+///         println!("held by {} on {nodes} of {of}", redis_lock_client::escape_owner(&owner))
+///     }
+///     other => println!("{other:?}"),
+/// }
+/// # Ok(()) }
+/// ```
 pub fn quorum_state(reports: &[NodeReport]) -> QuorumState {
     let of = reports.len();
     let need = majority(of);
@@ -132,7 +155,8 @@ pub fn quorum_state(reports: &[NodeReport]) -> QuorumState {
 
 impl Locker {
     /// `LOCK.STATUS` on every node in parallel (operators' view), in the
-    /// order of the URLs. See [`quorum_state`] for the verdict.
+    /// order of the URLs. See [`quorum_state`] for the verdict and an
+    /// example.
     pub async fn status(&self, name: &str) -> Vec<NodeReport> {
         let mut cmd = redis::cmd("LOCK.STATUS");
         cmd.arg(name);
@@ -146,6 +170,15 @@ impl Locker {
     /// Release a lock for a given owner on every node (operators): per node
     /// 1 released, 0 held by another owner, -1 not held, or why there is no
     /// answer ([`Failure::Rejected`] when the server refused for good).
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+    /// // An operator frees a lock whose holder (owner op1) is gone.
+    /// for (node, answer) in locker.force_release("lock:stuck", "op1").await {
+    ///     println!("{node}: {answer:?}"); // Ok(1) released, Ok(0) other owner, Ok(-1) not held
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_release(
         &self,
         name: &str,
