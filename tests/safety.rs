@@ -375,6 +375,44 @@ fn a_load_during_the_rewrite_that_appendonly_yes_started_keeps_the_taint() {
     assert!(refused.contains("refused"), "{refused}\n{}", s.log());
 }
 
+/// The same for the replica flag: a replica's full sync starts an AOF
+/// rewrite too, and a promotion keeps the flag for the first load; a load
+/// while that rewrite still ran (`DEBUG LOADAOF`) spent it, the grant made
+/// after the guard reached no file, and the restart after a kill -9
+/// trusted the AOF from before the sync.
+#[test]
+fn a_load_during_a_promoted_replicas_first_rewrite_keeps_the_replica_flag() {
+    let primary = Server::with(&["--enable-debug-command", "yes"], &[]);
+    q(&mut primary.conn(), "DEBUG POPULATE 20000").unwrap(); // to rewrite slowly
+    let slow = [
+        "--enable-debug-command",
+        "yes",
+        "--rdb-key-save-delay",
+        "1000",
+    ];
+    let args: Vec<&str> = AOF.iter().chain(&slow).copied().collect();
+    let module = GUARD_1S;
+    let mut replica = Server::replica_with(&primary, &args, &module);
+    let mut r = replica.conn();
+    let rewriting =
+        |c: &mut redis::Connection| info_field(c, "persistence", "aof_rewrite_in_progress") == "1";
+    assert!(eventually(Duration::from_secs(5), || rewriting(&mut r)));
+    q(&mut r, "REPLICAOF NO ONE").unwrap();
+    q(&mut r, "DEBUG LOADAOF").unwrap();
+    let granted = eventually(Duration::from_secs(10), || {
+        q(&mut r, "LOCK.ACQUIRE k alice 1000").is_ok_and(|v| v != Value::Nil)
+    });
+    assert!(granted, "{}", replica.log());
+    assert!(
+        rewriting(&mut r),
+        "the rewrite ended before the test could use it"
+    );
+    kill_with_children(&mut replica);
+    replica.restart_with(&args, &module); // a primary, from the AOF before the sync
+    let refused = err(&mut replica.conn(), "LOCK.ACQUIRE k bob 1000");
+    assert!(refused.contains("refused"), "{refused}\n{}", replica.log());
+}
+
 /// helper-41: a run with `appendonly no` in its config file (not a CONFIG
 /// SET) granted a lock; the next run, back on the production settings,
 /// loaded the older AOF, which lacks it, with the guard off.
