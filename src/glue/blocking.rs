@@ -433,8 +433,15 @@ fn next_permitted(ctx: Ctx, name: RawString, id: &KeyId) -> Option<Waiter<usize>
     }
 }
 
+/// Forget the client id of a handle being unblocked.
+fn forget_client(handle: usize) {
+    let mut ids = client_ids();
+    ids.remove(&handle);
+    crate::rules::waiters::release_if_unused(&mut ids);
+}
+
 fn unblock(handle: usize, outcome: Outcome, id: &KeyId, owner: Box<[u8]>) {
-    client_ids().remove(&handle);
+    forget_client(handle);
     if let Outcome::Token(token) = outcome {
         in_flight().push((token, id.clone()));
     }
@@ -524,7 +531,7 @@ unsafe extern "C" fn on_disconnect(_ctx: RawCtx, bc: *mut raw::RedisModuleBlocke
 /// Unblock a client that gets no reply from us (it timed out through Redis
 /// or is gone): without this Redis never frees the handle.
 fn release_handle(bc: *mut raw::RedisModuleBlockedClient) {
-    client_ids().remove(&(bc as usize));
+    forget_client(bc as usize);
     // SAFETY: bc is ours and was just taken out of the queue, so this is its
     // one and only UnblockClient; with no privdata nothing is replied.
     unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };
