@@ -1317,9 +1317,9 @@ fn a_release_replayed_from_the_aof_does_not_withdraw_a_live_wait() {
     assert_eq!(owner(&mut c, "f").as_deref(), Some("W"));
 }
 
-/// `user` with password `pw`, allowed `keys` (an ACL key pattern) and
-/// every command; a connection authenticated as it sends `command` (a
-/// LOCK.ACQUIRE ... WAIT), queued once `key` has `queued` waiters.
+/// `user` with password `pw`, the `lock:*` keys and every command; a
+/// connection authenticated as it sends `command` (a LOCK.ACQUIRE ... WAIT),
+/// returned once its key has `queued` waiters.
 fn queued_as(
     s: &Server,
     c: &mut redis::Connection,
