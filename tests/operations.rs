@@ -483,3 +483,44 @@ fn move_and_copy_keep_the_selected_database_and_wake_waiters() {
     );
     assert_eq!(status(&mut c, "job").unwrap().0, b"waiter");
 }
+
+/// 2026-11-28: `INFO lock` on a replica counted the releases it was sent
+/// (replicated as they were sent) but not the grants (sent as LOCK.APPLY):
+/// acquired 0, released 100 after 50 cycles. Every counter now counts what
+/// the server decided for its own clients; a change from the primary's
+/// stream, or replayed from the AOF at a restart, counts once, in
+/// `lock_applied`. A promoted replica counts its own decisions from then on.
+#[test]
+fn a_replica_counts_what_it_applies_not_what_its_primary_decided() {
+    let primary = Server::start();
+    let replica = Server::replica_of(&primary, &[]);
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    for _ in 0..50 {
+        int(&mut p, "LOCK.ACQUIRE k a 60000");
+        assert_eq!(int(&mut p, "LOCK.EXTEND k a 60000"), 1);
+        assert_eq!(int(&mut p, "LOCK.RELEASE k a"), 1);
+    }
+    assert_eq!(int(&mut p, "WAIT 1 5000"), 1);
+    let counters = |c: &mut redis::Connection| -> Vec<String> {
+        ["acquired", "extended", "released", "applied"]
+            .iter()
+            .map(|name| info_field(c, "lock", &format!("lock_{name}")))
+            .collect()
+    };
+    assert_eq!(counters(&mut p), ["50", "50", "50", "0"], "the primary");
+    assert_eq!(counters(&mut r), ["0", "0", "0", "150"], "the replica");
+    q(&mut r, "REPLICAOF NO ONE").unwrap();
+    int(&mut r, "LOCK.ACQUIRE k b 60000");
+    assert_eq!(counters(&mut r), ["1", "0", "0", "150"], "promoted");
+    // A restart replays the AOF: applied again, not counted as decided.
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut s = Server::with(&aof, &[]);
+    let mut c = s.conn();
+    for _ in 0..5 {
+        int(&mut c, "LOCK.ACQUIRE k a 60000");
+        assert_eq!(int(&mut c, "LOCK.RELEASE k a"), 1);
+    }
+    s.restart();
+    let mut c = s.conn();
+    assert_eq!(counters(&mut c), ["0", "0", "0", "10"], "after the replay");
+}

@@ -301,6 +301,118 @@ fn a_load_after_start_up_reads_the_marker_on_disk() {
     assert!(refused.contains("refused"), "{refused}\n{}", s.log());
 }
 
+/// Processes whose parent is `pid` (a server's fork children: an AOF
+/// rewrite, a save), from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let parent_of = |stat: String| -> Option<u32> {
+        // "pid (comm) S ppid ...": the fields after the last ')'.
+        stat.rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(parent_of)
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// kill -9 a server and its fork children (a rewrite child outlives its
+/// parent until it is done otherwise).
+fn kill_with_children(s: &mut Server) {
+    let children = children_of(s.pid());
+    s.kill();
+    for child in children {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &child.to_string()])
+            .status();
+    }
+}
+
+/// 2026-11-28 (Redis 7.0 and Valkey 8.1): a `DEBUG LOADAOF` while the AOF
+/// rewrite that `CONFIG SET appendonly yes` started was still running spent
+/// the taint of `appendonly no`, though the stale AOF stays on disk until
+/// that rewrite is done: a lock granted after the guard reached no file a
+/// restart reads, and after a kill -9 the restart trusted the stale AOF
+/// and granted it to a second owner. The taint stays while a rewrite runs.
+#[test]
+fn a_load_during_the_rewrite_that_appendonly_yes_started_keeps_the_taint() {
+    let debug = ["--enable-debug-command", "yes"];
+    let args: Vec<&str> = AOF.iter().chain(&debug).copied().collect();
+    let module = GUARD_1S;
+    let mut s = Server::with(&args, &module);
+    std::thread::sleep(Duration::from_millis(1100)); // the start's guard
+    let mut c = s.conn();
+    q(&mut c, "DEBUG POPULATE 20000").unwrap(); // to rewrite slowly
+    q(&mut c, "CONFIG SET appendonly no").unwrap(); // taints the AOF
+    q(&mut c, "CONFIG SET rdb-key-save-delay 1000").unwrap(); // 1 ms a key
+    q(&mut c, "CONFIG SET appendonly yes").unwrap(); // a rewrite of ~20 s
+    let rewriting =
+        |c: &mut redis::Connection| info_field(c, "persistence", "aof_rewrite_in_progress") == "1";
+    assert!(rewriting(&mut c));
+    q(&mut c, "DEBUG LOADAOF").unwrap();
+    let granted = eventually(Duration::from_secs(10), || {
+        q(&mut c, "LOCK.ACQUIRE k alice 1000").is_ok_and(|v| v != Value::Nil)
+    });
+    assert!(granted, "{}", s.log());
+    assert!(
+        rewriting(&mut c),
+        "the rewrite ended before the test could use it"
+    );
+    kill_with_children(&mut s);
+    s.restart(); // the stale AOF, which lacks alice's lock
+    let refused = err(&mut s.conn(), "LOCK.ACQUIRE k bob 1000");
+    assert!(refused.contains("refused"), "{refused}\n{}", s.log());
+}
+
+/// The same for the replica flag: a replica's full sync starts an AOF
+/// rewrite too, and a promotion keeps the flag for the first load; a load
+/// while that rewrite still ran (`DEBUG LOADAOF`) spent it, the grant made
+/// after the guard reached no file, and the restart after a kill -9
+/// trusted the AOF from before the sync.
+#[test]
+fn a_load_during_a_promoted_replicas_first_rewrite_keeps_the_replica_flag() {
+    let primary = Server::with(&["--enable-debug-command", "yes"], &[]);
+    q(&mut primary.conn(), "DEBUG POPULATE 20000").unwrap(); // to rewrite slowly
+    let slow = [
+        "--enable-debug-command",
+        "yes",
+        "--rdb-key-save-delay",
+        "1000",
+    ];
+    let args: Vec<&str> = AOF.iter().chain(&slow).copied().collect();
+    let module = GUARD_1S;
+    let mut replica = Server::replica_with(&primary, &args, &module);
+    let mut r = replica.conn();
+    let rewriting =
+        |c: &mut redis::Connection| info_field(c, "persistence", "aof_rewrite_in_progress") == "1";
+    assert!(eventually(Duration::from_secs(5), || rewriting(&mut r)));
+    q(&mut r, "REPLICAOF NO ONE").unwrap();
+    q(&mut r, "DEBUG LOADAOF").unwrap();
+    let granted = eventually(Duration::from_secs(10), || {
+        q(&mut r, "LOCK.ACQUIRE k alice 1000").is_ok_and(|v| v != Value::Nil)
+    });
+    assert!(granted, "{}", replica.log());
+    assert!(
+        rewriting(&mut r),
+        "the rewrite ended before the test could use it"
+    );
+    kill_with_children(&mut replica);
+    replica.restart_with(&args, &module); // a primary, from the AOF before the sync
+    let refused = err(&mut replica.conn(), "LOCK.ACQUIRE k bob 1000");
+    assert!(refused.contains("refused"), "{refused}\n{}", replica.log());
+}
+
 /// helper-41: a run with `appendonly no` in its config file (not a CONFIG
 /// SET) granted a lock; the next run, back on the production settings,
 /// loaded the older AOF, which lacks it, with the guard off.

@@ -1316,3 +1316,56 @@ fn a_release_replayed_from_the_aof_does_not_withdraw_a_live_wait() {
     assert!(w.token().is_some(), "W is served when H lets go");
     assert_eq!(owner(&mut c, "f").as_deref(), Some("W"));
 }
+
+/// `user` with password `pw`, the `lock:*` keys and every command; a
+/// connection authenticated as it sends `command` (a LOCK.ACQUIRE ... WAIT),
+/// returned once its key has `queued` waiters.
+fn queued_as(
+    s: &Server,
+    c: &mut redis::Connection,
+    user: &str,
+    command: &[&str],
+    queued: i64,
+) -> Pending {
+    q(c, &format!("ACL SETUSER {user} on >pw ~lock:* +@all")).unwrap();
+    let mut p = Pending::connect(s.port);
+    p.write(&["AUTH", user, "pw"]);
+    assert_eq!(p.reply(), "+OK");
+    p.write(command);
+    wait_for_waiters(c, command[1], queued);
+    p
+}
+
+/// 2026-11-28 (Valkey 8.1): a waiter whose ACL lost the key while it waited
+/// (`ACL SETUSER waiter resetkeys ~nothing:*`) was handed the lock; its own
+/// LOCK.RELEASE and LOCK.EXTEND then got NOPERM, and the lock sat out its
+/// whole TTL. At hand-off the waiter's user is checked as for a new
+/// LOCK.ACQUIRE (key patterns and the command itself): refused with
+/// NOPERM, and the lock goes on to the next waiter, or stays free.
+#[test]
+fn a_waiter_whose_acl_changed_while_it_waited_is_refused_and_passed_over() {
+    let s = Server::start();
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE lock:w holder 60000");
+    let wait = |owner: &'static str| ["LOCK.ACQUIRE", "lock:w", owner, "60000", "WAIT", "0"];
+    let mut keys_revoked = queued_as(&s, &mut c, "waiter", &wait("revoked"), 1);
+    let next = queued_as(&s, &mut c, "other", &wait("next"), 2);
+    q(&mut c, "ACL SETUSER waiter resetkeys ~nothing:*").unwrap();
+    assert_eq!(int(&mut c, "LOCK.RELEASE lock:w holder"), 1);
+    let refused = keys_revoked.reply();
+    assert!(refused.starts_with("-NOPERM"), "{refused}");
+    assert!(next.token().is_some(), "the next waiter gets the lock");
+    assert_eq!(owner(&mut c, "lock:w").as_deref(), Some("next"));
+    // The command taken away instead of the key: the same.
+    let mut command_revoked = queued_as(&s, &mut c, "third", &wait("third"), 1);
+    q(&mut c, "ACL SETUSER third -lock.acquire").unwrap();
+    assert_eq!(int(&mut c, "LOCK.RELEASE lock:w next"), 1);
+    let refused = command_revoked.reply();
+    assert!(refused.starts_with("-NOPERM"), "{refused}");
+    assert_eq!(
+        int(&mut c, "EXISTS lock:w"),
+        0,
+        "nobody left: the lock is free"
+    );
+    assert!(int(&mut c, "LOCK.ACQUIRE lock:w anyone 1000") > 0);
+}

@@ -3,3 +3,4 @@
 pub mod contention;
 pub mod fanout;
 pub mod stats;
+pub mod waiter_memory;

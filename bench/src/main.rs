@@ -16,7 +16,7 @@ mod server_side;
 mod svg;
 
 use peers::Kind;
-use redis_lock_bench::{contention, stats};
+use redis_lock_bench::{contention, stats, waiter_memory};
 use redis_lock_testkit::{align_token_counters, urls, Server};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -36,6 +36,8 @@ struct Plan {
     quorum_hot_secs: f64,
     held_sizes: Vec<usize>,
     waiter_counts: Vec<usize>,
+    /// Section 6: clients per kind (connected, BLPOP, LOCK WAIT).
+    waiting_clients: usize,
 }
 
 /// One row of a hot-key table; `label` holds the leading cells.
@@ -81,6 +83,7 @@ async fn main() {
             quorum_hot_secs: 1.0,
             held_sizes: vec![1_000],
             waiter_counts: vec![10],
+            waiting_clients: 300,
         }
     } else {
         Plan {
@@ -94,6 +97,7 @@ async fn main() {
             quorum_hot_secs: 4.0,
             held_sizes: vec![1_000, 10_000, 100_000, 1_000_000],
             waiter_counts: vec![1, 100, 1_000, 10_000],
+            waiting_clients: 3_000,
         }
     };
     let out_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -115,7 +119,7 @@ async fn main() {
     .unwrap();
 
     // 1. server-side cost
-    eprintln!("[1/5] server-side cost (redis-benchmark)...");
+    eprintln!("[1/6] server-side cost (redis-benchmark)...");
     let server = Server::with(&["--maxclients", "20100"], &[]);
     let rows = server_side::run(&server, plan.rounds, plan.requests);
     writeln!(md, "## 1. Server-side cost, one server\n\n`redis-benchmark -c 20 -P 32 -n {}` (pipelined) and `-P 1 -n {}` (unpipelined), random keys, median of {} interleaved rounds; usec/call from `INFO commandstats` (pipelined run). Release and extend run against {} held keys.\n", plan.requests, plan.requests / 5, plan.rounds, plan.requests).unwrap();
@@ -178,7 +182,7 @@ async fn main() {
     writeln!(md, "\n![server-side](server-side.svg)\n").unwrap();
 
     // 2. memory
-    eprintln!("[2/5] memory per lock...");
+    eprintln!("[2/6] memory per lock...");
     let mem = memory::run(&server, &plan.memory_sizes);
     writeln!(md, "## 2. Memory per held lock\n\n`used_memory` delta per key after filling n keys, 32-byte owner/value, long TTL. Target: lock <= 1.2x string.\n\n| keys | SET key v PX (bytes/key) | LOCK.ACQUIRE (bytes/key) | ratio |\n|---:|---:|---:|---:|").unwrap();
     for r in &mem {
@@ -201,7 +205,7 @@ async fn main() {
 
     // 3. quorum latency and throughput
     eprintln!(
-        "[3/5] quorum client vs floor and peers, {} interleaved rounds...",
+        "[3/6] quorum client vs floor and peers, {} interleaved rounds...",
         plan.quorum_rounds
     );
     let nodes: Vec<Server> = Server::start_n(5);
@@ -247,7 +251,7 @@ async fn main() {
     writeln!(md, "\n![quorum latency](quorum-latency.svg)\n").unwrap();
 
     // 4. contention
-    eprintln!("[4/5] contention on one hot key...");
+    eprintln!("[4/6] contention on one hot key...");
     let url = &all_urls[..1];
     writeln!(md, "## 4. Contention on one hot key\n\n### 4a. 32 clients, one server\n\nEach client loops lock -> empty critical section -> unlock for {} s. Hand-off = a different client's acquisition minus the previous holder's release request (a releaser re-acquiring at once is barging, not a hand-off); wait = acquisition minus request; sections/s counts over the whole run, including the waits in flight at the deadline; fewest sections = the least any one client completed (0 = starved).\n\n| client | critical sections/s | hand-off p50 us | hand-off p99 us | longest wait ms | wait stddev ms | fewest sections |\n|---|---:|---:|---:|---:|---:|---:|", plan.hot_secs).unwrap();
     let mut cont = vec![
@@ -312,7 +316,7 @@ async fn main() {
     drop(nodes);
 
     // 5. growth
-    eprintln!("[5/5] growth...");
+    eprintln!("[5/6] growth...");
     let growth = growth::run(&server, &plan.held_sizes, &plan.waiter_counts);
     writeln!(md, "## 5. Growth\n\n`LOCK.ACQUIRE` throughput on new keys (`redis-benchmark -P 32 -c 20 -n 300000`) and sequential `PING` latency (2000 pings) while the server holds many locks or many blocked waiters.\n\n| state | LOCK.ACQUIRE ops/s | PING p50 us | PING p99 us |\n|---|---:|---:|---:|").unwrap();
     for r in &growth {
@@ -331,6 +335,42 @@ async fn main() {
         swept.as_secs_f64()
     )
     .unwrap();
+
+    // 6. memory per waiting client
+    eprintln!("[6/6] memory per waiting client...");
+    let waiting = waiter_memory::run(plan.waiting_clients);
+    writeln!(md, "\n## 6. Memory per waiting client\n\n{} clients of each kind, each on its own connection, on a fresh server: `used_memory` above the baseline per client once all are blocked, and again {} s later (the server's client cron has trimmed idle query and reply buffers by then). Then all disconnect at once: time until `used_memory` is back within 1 MB of the baseline (given up after 120 s), and what is left 3 s after that.\n\n| client | KB each, all blocked | KB each, {} s later | back within 1 MB after | left above baseline |\n|---|---:|---:|---:|---:|", plan.waiting_clients, 7, 7).unwrap();
+    let kb = |bytes: f64| bytes / 1024.0;
+    for r in &waiting {
+        let back = r.back_after.map_or("not in 120 s".to_string(), |d| {
+            format!("{:.1} s", d.as_secs_f64())
+        });
+        writeln!(
+            md,
+            "| {} | {:.1} | {:.1} | {back} | {:.2} MB |",
+            r.kind.label(),
+            kb(r.blocked),
+            kb(r.settled),
+            r.left_bytes as f64 / (1 << 20) as f64
+        )
+        .unwrap();
+    }
+    let of = |kind: waiter_memory::Kind| waiting.iter().find(|r| r.kind == kind).unwrap();
+    let (idle, blpop, lock) = (
+        of(waiter_memory::Kind::Idle),
+        of(waiter_memory::Kind::Blpop),
+        of(waiter_memory::Kind::LockWait),
+    );
+    writeln!(md, "\nBeyond the connection's own cost: a LOCK.ACQUIRE WAIT waiter {:.1} KB ({:.1} KB once settled), a BLPOP waiter {:.1} KB ({:.1} KB). The waiter's extra is the module API's blocked-client handle and its two temporary clients; the server pools those after the waiters leave and frees at most 50 every 100 ms (`modulesCron`), so about 250 waiters' worth a second.", kb(lock.blocked - idle.blocked), kb(lock.settled - idle.settled), kb(blpop.blocked - idle.blocked), kb(blpop.settled - idle.settled)).unwrap();
+    summary += &format!(
+        "| memory per LOCK WAIT waiter ({} clients): {:.0} KB with its connection, {:.0} KB beyond it (BLPOP waiter: {:.0} KB beyond); back within 1 MB {} after they left |\n",
+        plan.waiting_clients,
+        kb(lock.blocked),
+        kb(lock.blocked - idle.blocked),
+        kb(blpop.blocked - idle.blocked),
+        lock.back_after
+            .map_or("not in 120 s".to_string(), |d| format!("{:.0} s", d.as_secs_f64()))
+    );
 
     writeln!(md, "\n## Summary\n").unwrap();
     for line in summary.lines() {

@@ -32,12 +32,28 @@ use crate::rules::stats;
 use crate::rules::waiters::{Check, KeyId, Queues, Waiter};
 use once_cell::sync::Lazy;
 use redis_module::{raw, Context};
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Blocked-client pointers, as integers. Main thread only.
 static QUEUES: Lazy<Mutex<Queues<usize>>> = Lazy::new(Default::default);
+
+/// The client id of every queued waiter, by blocked-client handle: at
+/// hand-off its ACL user is asked whether it may still take the lock. Kept
+/// beside the queues (they know handles, not clients); an entry goes when
+/// its handle is unblocked (`unblock`, `release_handle`). Main thread only.
+static CLIENT_IDS: Lazy<Mutex<HashMap<usize, u64>>> = Lazy::new(Default::default);
+
+fn client_ids() -> MutexGuard<'static, HashMap<usize, u64>> {
+    CLIENT_IDS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What a waiter whose ACL no longer lets it take the lock is told; the
+/// lock goes on to the next waiter.
+const NO_PERMISSION: &str =
+    "NOPERM this user may no longer take this lock (its ACL changed while it waited): not granted";
 
 /// The one timer for the earliest WAIT deadline: (timer id, due at).
 static DEADLINE_TIMER: Mutex<Option<(u64, Millis)>> = Mutex::new(None);
@@ -164,6 +180,7 @@ pub fn block(
     // SAFETY: bc was just created and is not yet unblocked.
     unsafe { api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect)) };
     let id = key_id(ctx, name);
+    client_ids().insert(bc as usize, ctx.client_id());
     let mut q = queues();
     // Without TICKET: the arrival time, on the scale clients use.
     let ticket = match req.ticket {
@@ -370,7 +387,7 @@ pub fn settle(ctx: Ctx, name: RawString) {
         key = Key::open(ctx, name, true);
     }
     time_out_due(now);
-    let Some(next) = queues().pop_front(&id) else {
+    let Some(next) = next_permitted(ctx, name, &id) else {
         return;
     };
     let floor = crate::rules::fencing::floor(crate::glue::ffi::wall_micros(), next.min_token);
@@ -397,7 +414,34 @@ pub fn settle(ctx: Ctx, name: RawString) {
     }
 }
 
+/// The head of `id`'s queue whose ACL user may still take the lock at
+/// `name` (as a `LOCK.ACQUIRE` of it now); those before it whose access
+/// was revoked while they waited (`ACL SETUSER ... resetkeys`, `-lock.acquire`)
+/// are refused with NOPERM. Granted anyway, such a waiter could neither
+/// release nor extend the lock, and it sat out its whole TTL (Valkey 8.1,
+/// 2026-11-28); a `BLPOP` waiter there gets a permission error too.
+fn next_permitted(ctx: Ctx, name: RawString, id: &KeyId) -> Option<Waiter<usize>> {
+    loop {
+        let next = queues().pop_front(id)?;
+        let client = client_ids().get(&next.handle).copied().unwrap_or(0);
+        let ttl = next.ttl.to_string();
+        let argv: [&[u8]; 4] = [b"lock.acquire", bytes(name), &next.owner, ttl.as_bytes()];
+        if client == 0 || ctx.client_may_run(client, &argv) {
+            return Some(next);
+        }
+        unblock(next.handle, Outcome::Error(NO_PERMISSION), id, next.owner);
+    }
+}
+
+/// Forget the client id of a handle being unblocked.
+fn forget_client(handle: usize) {
+    let mut ids = client_ids();
+    ids.remove(&handle);
+    crate::rules::waiters::release_if_unused(&mut ids);
+}
+
 fn unblock(handle: usize, outcome: Outcome, id: &KeyId, owner: Box<[u8]>) {
+    forget_client(handle);
     if let Outcome::Token(token) = outcome {
         in_flight().push((token, id.clone()));
     }
@@ -487,6 +531,7 @@ unsafe extern "C" fn on_disconnect(_ctx: RawCtx, bc: *mut raw::RedisModuleBlocke
 /// Unblock a client that gets no reply from us (it timed out through Redis
 /// or is gone): without this Redis never frees the handle.
 fn release_handle(bc: *mut raw::RedisModuleBlockedClient) {
+    forget_client(bc as usize);
     // SAFETY: bc is ours and was just taken out of the queue, so this is its
     // one and only UnblockClient; with no privdata nothing is replied.
     unsafe { api!(RedisModule_UnblockClient)(bc, std::ptr::null_mut()) };

@@ -24,7 +24,11 @@ macro_rules! entry_point {
                 // SAFETY: Redis passes argc valid strings in argv.
                 let argv = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
                 let ctx = Ctx(ctx);
-                if $writes && writable_replica_client(ctx) {
+                let (replayed, on_replica) = ctx.replayed_and_replica();
+                if replayed {
+                    stats::applied();
+                }
+                if $writes && on_replica && !replayed {
                     ctx.error(REPLICA);
                 } else {
                     $handler(ctx, argv);
@@ -103,7 +107,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
                 if let Some(e) = new_owner() {
                     return ctx.error(&e);
                 }
-                stats::contended();
+                tally(ctx, stats::contended);
                 return match wait {
                     Some(timeout) => blocking::block(ctx, name, &req, timeout, held.remaining(now)),
                     None => ctx.reply_null(),
@@ -128,7 +132,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     }
     // A free key with a queue belongs to the queue's head: no barging.
     if blocking::waiting(ctx, name) > 0 {
-        stats::contended();
+        tally(ctx, stats::contended);
         return match wait {
             Some(timeout) => blocking::block(ctx, name, &req, timeout, 0),
             None => ctx.reply_null(),
@@ -139,10 +143,10 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
         return ctx.error(fencing::EXHAUSTED);
     };
     if replaces_expired {
-        stats::expired();
+        tally(ctx, stats::expired);
     }
     let granted = key.set(Lock::new(req.owner, token, req.ttl, now));
-    stats::acquired();
+    tally(ctx, stats::acquired);
     ctx.replicate_grant(argv, granted.token);
     ctx.notify(c"lock.acquire", name);
     ctx.reply_int(granted.token as i64);
@@ -172,13 +176,13 @@ fn release(ctx: Ctx, argv: &[RawString]) {
                 Release::HoldDropped { .. } => {
                     blocking::claimed(ctx, name, held.token);
                     ctx.replicate_verbatim();
-                    stats::released();
+                    tally(ctx, stats::released);
                 }
-                Release::WrongOwner => stats::wrong_owner(),
+                Release::WrongOwner => tally(ctx, stats::wrong_owner),
                 Release::NotHeld => expire_now(ctx, &mut key, name),
                 Release::Deleted => {
                     key.delete();
-                    stats::released();
+                    tally(ctx, stats::released);
                     ctx.replicate_verbatim();
                     ctx.notify(c"lock.release", name);
                 }
@@ -198,14 +202,11 @@ fn release(ctx: Ctx, argv: &[RawString]) {
     blocking::settle(ctx, name);
 }
 
+/// What a client's write on a replica gets, also one that accepts writes
+/// (`replica-read-only no`): a lock granted there would be invisible to the
+/// primary.
 const REPLICA: &str =
     "READONLY lock commands are not accepted on a replica (even with replica-read-only no)";
-
-/// A client's write on a replica that accepts writes (`replica-read-only
-/// no`): a lock granted there would be invisible to the primary.
-fn writable_replica_client(ctx: Ctx) -> bool {
-    ctx.is_replica() && !ctx.is_replicated_or_aof()
-}
 
 /// The limits a new grant is checked against: the configured ones for a
 /// client, the widest possible ones for what a primary (or the AOF) already
@@ -240,10 +241,23 @@ fn as_primary_saw_it(ctx: Ctx, held: &mut Lock, now: Millis) -> Option<&mut Lock
     Some(held)
 }
 
+/// Count an outcome in `INFO lock`, where it was decided: a client's
+/// command on a primary. The same change arriving from a primary's stream
+/// or replayed from the AOF counts only as `applied` (the entry point), so
+/// a replica's counters are not a copy of its primary's (it counted
+/// replicated releases, not the grants that came as LOCK.APPLY: acquired 0,
+/// released 100 after 50 cycles, 2026-11-28), and a restart's AOF replay
+/// does not count its history a second time.
+fn tally(ctx: Ctx, count: fn()) {
+    if !ctx.is_replicated_or_aof() {
+        count();
+    }
+}
+
 /// Lazy expiry of a lock found past its deadline by a write command.
 fn expire_now(ctx: Ctx, key: &mut Key, name: RawString) {
     key.delete();
-    stats::expired();
+    tally(ctx, stats::expired);
     ctx.replicate_del(name);
     ctx.notify(c"lock.expire", name);
 }
@@ -271,9 +285,9 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
                     blocking::claimed(ctx, name, held.token);
                     blocking::deadline_moved(ctx, name, held.remaining(now));
                     ctx.replicate_verbatim();
-                    stats::extended();
+                    tally(ctx, stats::extended);
                 }
-                lock::Extend::WrongOwner => stats::wrong_owner(),
+                lock::Extend::WrongOwner => tally(ctx, stats::wrong_owner),
                 lock::Extend::NotHeld => expire_now(ctx, &mut key, name),
             }
             outcome
@@ -324,7 +338,7 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
                     TOKENS.observe(token);
                     ctx.replicate_apply(name, held, held.remaining(now));
                 }
-                lock::Fence::WrongOwner => stats::wrong_owner(),
+                lock::Fence::WrongOwner => tally(ctx, stats::wrong_owner),
                 lock::Fence::NotHeld => {}
             }
             outcome

@@ -181,6 +181,54 @@ impl Ctx {
             Some(_) => Err(ClusterRefusal::Elsewhere),
         }
     }
+    /// The id of the client calling the command (0 without one).
+    pub fn client_id(self) -> u64 {
+        // SAFETY: valid ctx; returns 0 when there is no client.
+        unsafe { api!(RedisModule_GetClientId)(self.0) }
+    }
+
+    /// Whether the ACL user of client `client_id` may run `argv` (a command
+    /// name and its arguments) now, as the server would check it: command,
+    /// key and selector rules. A client that is gone or has no ACL user (the
+    /// server's own), a server without the ACL API, or a command the server
+    /// does not know: true, nothing to go by. A user deleted meanwhile: false.
+    pub fn client_may_run(self, client_id: u64, argv: &[&[u8]]) -> bool {
+        // SAFETY (the reads): the API table is written once at load.
+        let api = unsafe {
+            (
+                raw::RedisModule_GetClientUserNameById,
+                raw::RedisModule_GetModuleUserFromUserName,
+                raw::RedisModule_ACLCheckCommandPermissions,
+                raw::RedisModule_FreeModuleUser,
+            )
+        };
+        let (Some(user_name), Some(user_of), Some(check), Some(free_user)) = api else {
+            return true;
+        };
+        // SAFETY: valid ctx; a non-null name is ours to free, once.
+        let name = unsafe { user_name(self.0, client_id) };
+        if name.is_null() {
+            return true;
+        }
+        // SAFETY: name is a live string; the user (if any) is freed below.
+        let user = unsafe { user_of(name) };
+        // SAFETY: created for us above, freed once.
+        unsafe { api!(RedisModule_FreeString)(self.0, name) };
+        if user.is_null() {
+            return false;
+        }
+        let strings: Vec<OwnedString> = argv.iter().map(|a| self.create_string(a)).collect();
+        let mut raw_argv: Vec<RawString> = strings.iter().map(|s| s.1).collect();
+        let argc = c_int::try_from(raw_argv.len()).unwrap_or(c_int::MAX);
+        // SAFETY: user is live until freed here; argv holds argc live strings.
+        let (rc, errno) = unsafe {
+            let rc = check(user, raw_argv.as_mut_ptr(), argc);
+            let errno = std::io::Error::last_os_error().raw_os_error();
+            free_user(user);
+            (rc, errno)
+        };
+        rc == raw::REDISMODULE_OK as c_int || errno != Some(libc::EACCES)
+    }
     pub fn in_cluster(self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
     }
@@ -194,6 +242,16 @@ impl Ctx {
     pub fn is_replicated_or_aof(self) -> bool {
         self.flags() & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING)
             != 0
+    }
+    /// (`is_replicated_or_aof`, `is_replica`) in one look at the flags:
+    /// every command's entry point asks both.
+    pub fn replayed_and_replica(self) -> (bool, bool) {
+        let flags = self.flags();
+        let replayed = raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
+        (
+            flags & replayed != 0,
+            flags & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0,
+        )
     }
     /// Blocking is not allowed inside MULTI, Lua, or for replicated/AOF commands.
     pub fn can_block(self) -> bool {

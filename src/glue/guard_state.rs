@@ -142,13 +142,21 @@ pub fn arm(ctx: &Context, armed: Armed) {
     // persistence incomplete taints what is written from now on, also when
     // the config file said so at start (helper-41: an AOF left stale by a
     // run with `appendonly no` in the file was trusted by the next).
-    let tainted = (marker.tainted && armed != Armed::Loaded) || !persistence_complete;
+    // Not by a load while an AOF rewrite runs or waits to run, though: the
+    // one `CONFIG SET appendonly yes` (or a replica's full sync) starts
+    // leaves the stale AOF on disk until it is done, and what is granted
+    // meanwhile reaches no file a restart reads (2026-11-28: `DEBUG
+    // LOADAOF` during that rewrite, a grant after the guard, kill -9, and
+    // the stale AOF was trusted: two holders). Kept, the next load is
+    // guarded again; a rewrite of a sound AOF costs that guard needlessly.
+    let spent = armed == Armed::Loaded && !aof_rewrite_pending(ctx);
+    let tainted = (marker.tainted && !spent) || !persistence_complete;
     // So is "written as a replica", by a load as a primary; a replica's
     // own load keeps it, and so does a promotion: the AOF on disk may still
     // be the one from before the last full sync until the rewrite that
     // follows it is done (helper-43: a rewrite slower than the guard, a
     // grant after the guard, kill -9, and the stale AOF was trusted).
-    let replica = is_replica(ctx) || (marker.replica && armed != Armed::Loaded);
+    let replica = is_replica(ctx) || (marker.replica && !spent);
     // What an earlier guard has left is kept (never more than a full one).
     let left = delay.max(marker.left(now).min(full));
     // An unknown history (no marker, or an unreadable one) stays unknown
@@ -175,6 +183,14 @@ pub fn arm(ctx: &Context, armed: Armed) {
         Armed::Promoted => "promoted to primary",
     };
     ctx.log_notice(&guard::describe(why, delay, reason));
+}
+
+/// Whether an AOF rewrite is running or scheduled (`INFO persistence`).
+fn aof_rewrite_pending(ctx: &Context) -> bool {
+    let info = ctx.server_info("persistence");
+    ["aof_rewrite_in_progress", "aof_rewrite_scheduled"]
+        .iter()
+        .any(|field| info.field(field).is_some_and(|v| v.as_slice() != b"0"))
 }
 
 fn is_replica(ctx: &Context) -> bool {

@@ -15,6 +15,7 @@ static WAITS: AtomicU64 = AtomicU64::new(0);
 static HANDOFFS: AtomicU64 = AtomicU64::new(0);
 static WAIT_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 static WAITS_WITHDRAWN: AtomicU64 = AtomicU64::new(0);
+static APPLIED: AtomicU64 = AtomicU64::new(0);
 
 pub fn lock_created() {
     HELD.fetch_add(1, Relaxed);
@@ -52,9 +53,14 @@ pub fn wait_timed_out() {
 pub fn wait_withdrawn() {
     WAITS_WITHDRAWN.fetch_add(1, Relaxed);
 }
+/// A lock command from a primary's replication stream or the AOF: applied
+/// as decided elsewhere (or before), counted here and in no other counter.
+pub fn applied() {
+    APPLIED.fetch_add(1, Relaxed);
+}
 
 /// A snapshot of every counter, named as INFO shows them.
-pub fn counters() -> [(&'static str, u64); 12] {
+pub fn counters() -> [(&'static str, u64); 13] {
     [
         ("held", HELD.load(Relaxed).max(0) as u64),
         ("acquired", ACQUIRED.load(Relaxed)),
@@ -67,6 +73,7 @@ pub fn counters() -> [(&'static str, u64); 12] {
         ("handoffs", HANDOFFS.load(Relaxed)),
         ("wait_timeouts", WAIT_TIMEOUTS.load(Relaxed)),
         ("waits_withdrawn", WAITS_WITHDRAWN.load(Relaxed)),
+        ("applied", APPLIED.load(Relaxed)),
         ("last_token", crate::rules::fencing::TOKENS.last()),
     ]
 }
