@@ -12,7 +12,6 @@
 use crate::errors;
 use crate::runtime;
 use pyo3::prelude::*;
-use redis_lock_client::Error;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -103,7 +102,7 @@ impl Pending {
 
 /// Spawn `work`; when it ends, call `done(convert(value), None)` or
 /// `done(None, exception)`. `context` prefixes error messages.
-pub fn spawn_with_callback<T, F, C>(
+pub fn spawn_with_callback<T, E, F, C>(
     done: Py<PyAny>,
     context: String,
     work: F,
@@ -111,7 +110,8 @@ pub fn spawn_with_callback<T, F, C>(
 ) -> PyResult<Pending>
 where
     T: Send + 'static,
-    F: Future<Output = Result<T, Error>> + Send + 'static,
+    E: Into<errors::Failure> + Send + 'static,
+    F: Future<Output = Result<T, E>> + Send + 'static,
     C: FnOnce(Python<'_>, T) -> PyResult<Option<Py<PyAny>>> + Send + 'static,
 {
     // After the exit hook no callback would run, and the awaiting code

@@ -103,8 +103,7 @@ locker = Locker([sys.argv[1]], ttl=5.0)
 sys.setswitchinterval(2.0)  # keep the GIL: the callback waits for it
 hung = 0
 for i in range(5):
-    locker._lock_async(lambda result, error: None, f"fork{i}", 0.0,
-                       ttl=None, auto_renew=False, reentrant=False, owner=None)
+    locker._acquisition(f"fork{i}", 0.0, auto_renew=False)._start(lambda result, error: None)
     until = time.time() + 0.2
     while time.time() < until:
         pass
