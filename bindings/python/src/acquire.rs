@@ -7,7 +7,6 @@ use crate::lock::{shown_name, Lock, Shared};
 use crate::spawn::{spawn_with_callback, Pending};
 use pyo3::prelude::*;
 use redis_lock_client::{Error, LockOptions, Locker as CoreLocker};
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,33 +26,23 @@ impl Acquire {
 
     /// Acquire, and wrap the hold (on the runtime, where its watchdog must
     /// be spawned). A `Taken` says how long the call waited.
-    pub fn run(
-        self,
-        core: CoreLocker,
-    ) -> impl Future<Output = Result<Arc<Shared>, Failure>> + Send + 'static {
-        async move {
-            let started = Instant::now();
-            match core.acquire(&self.name, &self.opts).await {
-                Ok(lock) => Ok(Shared::start(core, lock, self.auto_renew)),
-                Err(Error::Taken) => Err(Failure {
-                    err: Error::Taken,
-                    waited: Some(started.elapsed()),
-                    lost_because: None,
-                }),
-                Err(e) => Err(e.into()),
-            }
+    pub async fn run(self, core: CoreLocker) -> Result<Arc<Shared>, Failure> {
+        let started = Instant::now();
+        match core.acquire(&self.name, &self.opts).await {
+            Ok(lock) => Ok(Shared::start(core, lock, self.auto_renew)),
+            Err(Error::Taken) => Err(Failure {
+                err: Error::Taken,
+                waited: Some(started.elapsed()),
+                lost_because: None,
+            }),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// [`Acquire::run`], as a Python `Lock` that keeps these arguments.
-    pub fn lock(
-        self,
-        core: CoreLocker,
-    ) -> impl Future<Output = Result<Lock, Failure>> + Send + 'static {
-        async move {
-            let shared = self.clone().run(core.clone()).await?;
-            Ok(Lock::new(core, self, shared))
-        }
+    pub async fn lock(self, core: CoreLocker) -> Result<Lock, Failure> {
+        let shared = self.clone().run(core.clone()).await?;
+        Ok(Lock::new(core, self, shared))
     }
 }
 

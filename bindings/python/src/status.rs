@@ -7,7 +7,6 @@ use pyo3::prelude::*;
 use redis_lock_client::{
     escape_owner, quorum::majority, quorum_state, Locker as CoreLocker, NodeReport, QuorumState,
 };
-use std::future::Future;
 
 /// What a majority of the servers says about a lock now.
 ///
@@ -88,14 +87,9 @@ impl LockStatus {
     }
 
     /// The status of `name` on `core`'s servers.
-    pub fn query(
-        core: CoreLocker,
-        name: String,
-    ) -> impl Future<Output = LockStatus> + Send + 'static {
-        async move {
-            let reports = core.status(&name).await;
-            LockStatus::of_reports(name, reports)
-        }
+    pub async fn query(core: CoreLocker, name: String) -> LockStatus {
+        let reports = core.status(&name).await;
+        LockStatus::of_reports(name, reports)
     }
 }
 
