@@ -234,7 +234,7 @@ impl Locker {
     /// Send `cmd` to the nodes in `targets` in parallel and tally the
     /// answers, returning as soon as the verdict is certain (fail-fast);
     /// the slower nodes' requests stay in flight in `Round::pending`.
-    async fn round(
+    pub(crate) async fn round(
         &self,
         targets: &[usize],
         cmd: Cmd,

@@ -35,12 +35,17 @@ impl Locker {
     /// `NoQuorum` (no grants, each unreachable server's cause) unless a
     /// majority of the servers answers a `LOCK.SERVERID` within the node
     /// timeout. One round trip, on the shared connections (opened if
-    /// needed); for a wait that starts without a plain try to tell.
+    /// needed); for a wait that starts without a plain try to tell. It
+    /// returns once a majority answered (or failed): a stalled server must
+    /// not hold up the wait by the node timeout; its request is driven to
+    /// its end in the background, as a decided round's are.
     pub(crate) async fn majority_reachable(&self) -> Result<(), Error> {
         let timeout = self.inner.config.node_timeout;
         let all: Vec<usize> = (0..self.inner.nodes.len()).collect();
         let probe = redis::cmd("LOCK.SERVERID");
-        let tally = self.round_on(&all, probe, timeout, reached).await;
+        let mut round = self.round(&all, probe, timeout, reached, false).await;
+        round.take_ready();
+        let tally = round.detach(&self.inner.stragglers);
         let err = Error::NoQuorum {
             granted: 0,
             needed: quorum::majority(all.len()),
