@@ -224,7 +224,8 @@ class AsyncLocker:
 
     async def status(self, name: Union[str, bytes]) -> LockStatus:
         """Who holds ``name``, as a majority of the servers says (see Locker.status)."""
-        return await _run(lambda done: self._locker._status_async(done, name))
+        status: LockStatus = await _run(lambda done: self._locker._status_async(done, name))
+        return status
 
     def synchronized(self, name: Union[str, bytes], wait: Optional[float] = 0.0, **options: Any) -> Callable[[F], F]:
         """Decorator: each call of the function runs holding ``name`` (see
