@@ -11,7 +11,7 @@ use crate::acquire::Acquire;
 use crate::args;
 use crate::errors::{self, Failure, LockLost};
 use crate::runtime::{self, block_on};
-use crate::spawn::{spawn_with_callback, Pending};
+use crate::spawn::{self, spawn_with_callback, Pending};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -644,10 +644,21 @@ impl Drop for Lock {
         {
             return;
         }
-        if let Ok(rt) = runtime::runtime() {
-            // Counted: the exit hook waits for it (a plain spawn let an
-            // exit right after the drop leave the lock held, helper-29).
-            rt.spawn(redis_lock_client::counted(release(shared)));
+        let Ok(rt) = runtime::runtime() else { return };
+        // At interpreter exit (a lock in a module global is destroyed after
+        // the exit hook) nothing waits for a background release: the
+        // process could end before it was sent. Wait for it here, bounded,
+        // so that a normal exit releases such a lock. Not on a runtime
+        // thread, where blocking on the runtime is not allowed.
+        if spawn::exiting() && tokio::runtime::Handle::try_current().is_err() {
+            // The timer is made inside block_on: it needs the runtime's context.
+            let bounded =
+                async { tokio::time::timeout(spawn::CLEAN_UP_FOR, release(shared)).await };
+            let _ = rt.block_on(bounded);
+            return;
         }
+        // Counted: the exit hook waits for it (a plain spawn let an exit
+        // right after the drop leave the lock held, helper-29).
+        rt.spawn(redis_lock_client::counted(release(shared)));
     }
 }

@@ -58,8 +58,15 @@ pub fn gate_after_fork() {
     CLOSED.store(false, Ordering::SeqCst);
 }
 
-/// How long interpreter exit waits for the background clean-up.
-const CLEAN_UP_FOR: Duration = Duration::from_secs(2);
+/// How long interpreter exit waits for the background clean-up (and for
+/// the release of each lock still held when it is destroyed at exit).
+pub const CLEAN_UP_FOR: Duration = Duration::from_secs(2);
+
+/// Whether the interpreter is exiting: the exit hook ran. Module globals
+/// are destroyed after it, and nothing waits for a release spawned then.
+pub fn exiting() -> bool {
+    CLOSED.load(Ordering::SeqCst)
+}
 /// How long it waits for callbacks in progress (each is short).
 const CALLBACKS_FOR: Duration = Duration::from_secs(2);
 
