@@ -347,3 +347,21 @@ def test_synchronized_async_functions(servers):
             assert count == 10
 
     run(main())
+
+
+# 8. Two handles with one explicit owner are one holder (documented).
+
+
+def test_two_handles_with_one_owner_are_one_holder(servers):
+    # The servers see one owner: the second lock() refreshes the TTL, and
+    # either release frees the name for both. The other handle then learns
+    # it from LockLost, which says the lock was released by someone else.
+    urls = servers(3)
+    locker = Locker(urls)
+    first = locker.lock("shared-owner", owner="worker-1", auto_renew=False)
+    second = locker.lock("shared-owner", owner="worker-1", auto_renew=False)
+    assert second.token >= first.token
+    second.release()
+    assert locker.status("shared-owner").state == "free"
+    with pytest.raises(LockLost, match="released by someone else.*same owner"):
+        first.extend()
