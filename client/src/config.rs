@@ -173,7 +173,10 @@ impl Builder {
         for url in &self.urls {
             let info = match redis::Client::open(url.as_str()) {
                 Ok(client) => client.get_connection_info().clone(),
-                Err(e) => return Err(Error::Config(format!("bad server URL {url:?}: {e}"))),
+                Err(e) => {
+                    let why = crate::url_problem::url_problem(url).unwrap_or_else(|| e.to_string());
+                    return Err(Error::Config(format!("bad server URL {url:?}: {why}")));
+                }
             };
             let here = Endpoint::of(&info);
             if let Some((other, _)) = endpoints.iter().find(|(_, e)| e.same_server(&here)) {

@@ -250,7 +250,7 @@ impl Locker {
     /// Send `cmd` to the nodes in `targets` in parallel and tally the
     /// answers, returning as soon as the verdict is certain (fail-fast);
     /// the slower nodes' requests stay in flight in `Round::pending`.
-    async fn round(
+    pub(crate) async fn round(
         &self,
         targets: &[usize],
         cmd: Cmd,
@@ -853,8 +853,12 @@ impl Locker {
                     Ok(lock) => return Ok(lock),
                     Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
                     Err(e) if Instant::now() >= deadline => return Err(e),
+                    // A wait is for a busy lock, not an outage (`reachable.rs`).
+                    Err(e) if self.majority_failed(&e) => return Err(e),
                     Err(_) => {}
                 }
+            } else {
+                self.majority_reachable().await?;
             }
             // A generated owner queues under a new one, tried or not, and
             // so does every polling round after it (a module from before
@@ -900,6 +904,10 @@ impl Locker {
             // (Without WAIT the next ACQUIRE follows the RELEASE on the
             // shared connection.)
             if unsure && server_wait.is_some() {
+                return Err(err);
+            }
+            // A wait is for a busy lock, not an outage (`reachable.rs`).
+            if rounds == 1 && !fell_back && self.majority_failed(&err) {
                 return Err(err);
             }
             let left = deadline.saturating_duration_since(Instant::now());

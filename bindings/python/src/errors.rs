@@ -6,6 +6,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use redis_lock_client::Error;
+use std::time::Duration;
 
 create_exception!(
     redis_lock_client,
@@ -17,7 +18,8 @@ create_exception!(
     redis_lock_client,
     Taken,
     LockError,
-    "Another owner holds the lock and it did not come free within `wait`."
+    "Another owner holds the lock and it did not come free within `wait`. \
+     `waited`: the seconds the call waited."
 );
 create_exception!(
     redis_lock_client,
@@ -42,13 +44,48 @@ create_exception!(
      `message`, `failures`."
 );
 
+/// A core error with what the binding knows around it: how long a wait
+/// took (for `Taken`), and why a lock is no longer held (for `Expired`,
+/// which the core uses for "expired", "taken by another owner" and
+/// "released by someone else" alike).
+pub struct Failure {
+    pub err: Error,
+    pub waited: Option<Duration>,
+    pub lost_because: Option<String>,
+}
+
+impl From<Error> for Failure {
+    fn from(err: Error) -> Failure {
+        Failure {
+            err,
+            waited: None,
+            lost_because: None,
+        }
+    }
+}
+
 /// The Python exception for `err`, its message prefixed with `context`
 /// (e.g. `lock 'report'`).
-pub fn to_py(py: Python<'_>, context: &str, err: Error) -> PyErr {
+pub fn to_py(py: Python<'_>, context: &str, err: impl Into<Failure>) -> PyErr {
+    let Failure {
+        err,
+        waited,
+        lost_because,
+    } = err.into();
     let message = format!("{context}: {err}");
     let (exc, failures, quorum) = match err {
         Error::Config(why) => return PyValueError::new_err(format!("{context}: {why}")),
-        Error::Taken => (Taken::new_err(message), vec![], None),
+        Error::Taken => {
+            let message = match waited {
+                Some(w) => format!("{message} (waited {:.3} s)", w.as_secs_f64()),
+                None => message,
+            };
+            let exc = Taken::new_err(message);
+            let _ = exc
+                .value(py)
+                .setattr("waited", waited.map(|w| w.as_secs_f64()));
+            (exc, vec![], None)
+        }
         Error::NoQuorum {
             granted,
             needed,
@@ -57,7 +94,13 @@ pub fn to_py(py: Python<'_>, context: &str, err: Error) -> PyErr {
             let pairs = failures.into_iter().map(|f| (f.node, f.cause)).collect();
             (NoQuorum::new_err(message), pairs, Some((granted, needed)))
         }
-        Error::Expired => (LockLost::new_err(message), vec![], None),
+        Error::Expired => {
+            let message = match lost_because {
+                Some(why) => format!("{context}: {why}"),
+                None => message,
+            };
+            (LockLost::new_err(message), vec![], None)
+        }
         Error::Rejected { node, message: why } => {
             let exc = Rejected::new_err(message);
             let value = exc.value(py);

@@ -1,12 +1,14 @@
 //! Python bindings of the redis-lock quorum client (`redis_lock_client`):
 //! thin PyO3 wrappers over the Rust crate, which does all the locking.
 
+mod acquire;
 mod args;
 mod errors;
 mod lock;
 mod locker;
 mod runtime;
 mod spawn;
+mod status;
 
 use pyo3::prelude::*;
 
@@ -15,6 +17,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<locker::Locker>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<spawn::Pending>()?;
+    m.add_class::<acquire::Acquisition>()?;
+    m.add_class::<status::LockStatus>()?;
     m.add_function(wrap_pyfunction!(spawn::close_gate, m)?)?;
     m.add_function(wrap_pyfunction!(spawn::gate_after_fork, m)?)?;
     errors::register(m)?;

@@ -7,14 +7,18 @@
 //! the lock's validity and `extend(ttl)` while it renews, which `AutoLock`
 //! does not expose.
 
+use crate::acquire::Acquire;
 use crate::args;
-use crate::errors::{self, LockLost};
+use crate::errors::{self, Failure, LockLost};
 use crate::runtime::{self, block_on};
-use crate::spawn::{spawn_with_callback, Pending};
-use pyo3::exceptions::PyValueError;
+use crate::spawn::{self, spawn_with_callback, Pending};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
-use redis_lock_client::{Error, Lock as CoreLock, Locker as CoreLocker};
+use redis_lock_client::{
+    escape_owner, quorum_state, Error, Lock as CoreLock, Locker as CoreLocker, QuorumState,
+};
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -41,7 +45,7 @@ impl Shared {
     }
 
     fn context(&self) -> String {
-        format!("lock {:?}", self.snapshot().name())
+        format!("lock {}", shown_name(self.snapshot().name()))
     }
 
     /// Whether the lock is lost: the flag, or (while not released) its
@@ -57,6 +61,30 @@ impl Shared {
         ran_out
     }
 
+    /// Wrap a freshly acquired lock; with `auto_renew`, start its watchdog
+    /// (needs to run inside the runtime).
+    pub fn start(core: CoreLocker, lock: CoreLock, auto_renew: bool) -> Arc<Shared> {
+        let shared = Arc::new(Shared {
+            core,
+            lock: Mutex::new(lock),
+            ops: tokio::sync::Mutex::new(()),
+            lost: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            watchdog: Mutex::new(None),
+            pid: std::process::id(),
+        });
+        if auto_renew {
+            let task = tokio::spawn(renew(shared.clone()));
+            *shared.watchdog.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
+        }
+        shared
+    }
+
+    /// Held as far as this process knows: not released, not lost.
+    fn held(&self) -> bool {
+        !self.released.load(Ordering::SeqCst) && !self.note_lost()
+    }
+
     fn stop_watchdog(&self) {
         let handle = self
             .watchdog
@@ -69,7 +97,76 @@ impl Shared {
     }
 }
 
-async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> Result<(), Error> {
+/// The name as messages show it: a 100 KB name printed whole drowned the
+/// message (and `repr`), so long ones are cut, with their length.
+pub fn shown_name(name: &str) -> String {
+    const SHOWN: usize = 60;
+    match name.char_indices().nth(SHOWN) {
+        None => format!("{name:?}"),
+        Some((cut, _)) => format!(
+            "{:?}... ({} characters)",
+            &name[..cut],
+            name.chars().count()
+        ),
+    }
+}
+
+/// An owner as messages show it: printable, and cut like a name.
+fn shown_owner(owner: &[u8]) -> String {
+    shown_name(&escape_owner(owner))
+}
+
+/// Why a lock the core calls `Expired` (a majority said it is not this
+/// owner's) is gone, from what the servers say now and whether it was
+/// still valid here when the operation began: "expired", "taken by another
+/// owner", or "released by someone else". One more round trip, on the
+/// error path only.
+async fn why_lost(shared: &Shared, was_valid: bool, what: &str) -> String {
+    let (name, owner) = {
+        let lock = shared.snapshot();
+        (lock.name().to_string(), lock.owner().to_string())
+    };
+    match quorum_state(&shared.core.status(&name).await) {
+        QuorumState::Held {
+            owner: holder,
+            nodes,
+            of,
+        } if holder != owner.as_bytes() => {
+            let holder = shown_owner(&holder);
+            if was_valid {
+                format!(
+                    "was taken by another owner ({holder}, on {nodes} of {of} servers) while still \
+                     valid here, before {what}: its hold was ended on the servers (a force release?)"
+                )
+            } else {
+                format!(
+                    "expired before {what} (its validity ran out) and was taken by another owner \
+                     since ({holder}, on {nodes} of {of} servers)"
+                )
+            }
+        }
+        QuorumState::Free { .. } | QuorumState::Held { .. } if was_valid => format!(
+            "was released by someone else before {what}: the servers no longer hold it though \
+             its validity had not run out (a force release, or another handle with the same \
+             owner released it)"
+        ),
+        QuorumState::Free { .. } | QuorumState::Held { .. } => {
+            format!("expired before {what}: its validity ran out and the servers no longer hold it")
+        }
+        _ => format!(
+            "is no longer held by this owner on a majority of the servers (found before {what}; \
+             expired or taken over: the servers' state could not be read)"
+        ),
+    }
+}
+
+/// `what`: the operation, for the message of a lost lock (None: no
+/// message wanted, the watchdog's own extends).
+async fn extend(
+    shared: Arc<Shared>,
+    ttl: Option<Duration>,
+    what: Option<&'static str>,
+) -> Result<(), Failure> {
     let _one_at_a_time = shared.ops.lock().await;
     let mut lock = shared.snapshot().clone();
     if let Some(ttl) = ttl {
@@ -89,13 +186,21 @@ async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> Result<(), Error>
         }
         Err(Error::Expired) => {
             shared.lost.store(true, Ordering::SeqCst);
-            Err(Error::Expired)
+            let lost_because = match what {
+                Some(what) => Some(why_lost(&shared, !left.is_zero(), what).await),
+                None => None,
+            };
+            Err(Failure {
+                err: Error::Expired,
+                waited: None,
+                lost_because,
+            })
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
-async fn release(shared: Arc<Shared>) -> Result<(), Error> {
+pub async fn release(shared: Arc<Shared>) -> Result<(), Failure> {
     // A validity that ran out is a loss even if the release still finds
     // the lock: note it before the release ends the validity (an explicit
     // release() inside a `with` block hid it, helper-15).
@@ -106,6 +211,7 @@ async fn release(shared: Arc<Shared>) -> Result<(), Error> {
         return Ok(());
     }
     let lock = shared.snapshot().clone();
+    let was_valid = !lock.validity().is_zero();
     match shared.core.unlock(&lock).await {
         Ok(()) => {
             shared.released.store(true, Ordering::SeqCst);
@@ -114,10 +220,14 @@ async fn release(shared: Arc<Shared>) -> Result<(), Error> {
         Err(Error::Expired) => {
             shared.released.store(true, Ordering::SeqCst);
             shared.lost.store(true, Ordering::SeqCst);
-            Err(Error::Expired)
+            Err(Failure {
+                err: Error::Expired,
+                waited: None,
+                lost_because: Some(why_lost(&shared, was_valid, "release()").await),
+            })
         }
         // Maybe still held on some nodes: a retried release() may finish it.
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -136,9 +246,12 @@ async fn renew(shared: Arc<Shared>) {
             period
         };
         tokio::time::sleep(wait.min(validity)).await;
-        match extend(shared.clone(), None).await {
+        match extend(shared.clone(), None, None).await {
             Ok(()) => failing = false,
-            Err(Error::Expired) => break,
+            Err(Failure {
+                err: Error::Expired,
+                ..
+            }) => break,
             Err(_) if shared.snapshot().validity().is_zero() => break,
             Err(_) => failing = true,
         }
@@ -151,46 +264,67 @@ async fn renew(shared: Arc<Shared>) {
 /// Use it as a context manager (`with locker.lock("name") as lock:`), or
 /// call `release()`. Attributes: `name`, `owner`, `token` (fencing token,
 /// larger than every earlier holder's), `ttl` and `validity` (seconds
-/// left, 0.0 once it may have expired), `lost`, `released`, `auto_renew`.
+/// left, 0.0 once it may have expired or was released), `lost`,
+/// `released`, `auto_renew`.
 ///
 /// `lost` becomes True when the lock can no longer be trusted: renewal
 /// failed until its validity ran out, or the servers no longer hold it.
 /// Then stop touching the protected resource. Dropping the last reference
 /// without `release()` releases it in the background.
+///
+/// Entering a lock that is not held (released, or lost) takes it again,
+/// with the arguments of the `lock()` call that made it, and waits as that
+/// call did: `with lock:` twice runs both blocks under the lock (a new
+/// token each time). A lock already inside a `with` block cannot be
+/// entered again (RuntimeError): a Lock is not reentrant.
 #[pyclass(module = "redis_lock_client", frozen)]
 pub struct Lock {
-    shared: Arc<Shared>,
-    auto_renew: bool,
+    core: CoreLocker,
+    /// The arguments it was taken with, to take it again.
+    args: Acquire,
+    handle: Arc<Handle>,
+}
+
+/// What changes when a Lock is taken again, shared with the tasks that do it.
+struct Handle {
+    /// The current hold; replaced when the lock is taken again.
+    state: Mutex<Arc<Shared>>,
+    /// Inside a `with` / `async with` block.
+    entered: AtomicBool,
+}
+
+impl Handle {
+    fn shared(&self) -> Arc<Shared> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 impl Lock {
-    /// Wrap a freshly acquired lock; with `auto_renew`, start its watchdog
-    /// (needs to run inside the runtime).
-    pub fn start(core: CoreLocker, lock: CoreLock, auto_renew: bool) -> Lock {
-        let shared = Arc::new(Shared {
+    pub fn new(core: CoreLocker, args: Acquire, shared: Arc<Shared>) -> Lock {
+        Lock {
             core,
-            lock: Mutex::new(lock),
-            ops: tokio::sync::Mutex::new(()),
-            lost: AtomicBool::new(false),
-            released: AtomicBool::new(false),
-            watchdog: Mutex::new(None),
-            pid: std::process::id(),
-        });
-        if auto_renew {
-            let task = tokio::spawn(renew(shared.clone()));
-            *shared.watchdog.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
+            args,
+            handle: Arc::new(Handle {
+                state: Mutex::new(shared),
+                entered: AtomicBool::new(false),
+            }),
         }
-        Lock { shared, auto_renew }
+    }
+
+    fn shared(&self) -> Arc<Shared> {
+        self.handle.shared()
     }
 
     fn usable(&self) -> PyResult<()> {
-        runtime::check_pid(self.shared.pid, "Lock")
+        runtime::check_pid(self.shared().pid, "Lock")
     }
 
-    fn checked_ttl(&self, ttl: Option<f64>) -> PyResult<Option<Duration>> {
-        let Some(ttl) = ttl else { return Ok(None) };
+    fn checked_ttl(&self, ttl: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+        let Some(ttl) = ttl.filter(|t| !t.is_none()) else {
+            return Ok(None);
+        };
         let ttl = args::positive_seconds("ttl", ttl)?;
-        let node_timeout = self.shared.core.config().node_timeout();
+        let node_timeout = self.core.config().node_timeout();
         if ttl < Duration::from_millis(10) || ttl <= node_timeout {
             return Err(PyValueError::new_err(format!(
                 "ttl must be at least 0.01 s and above the node timeout ({} s), got {} s",
@@ -199,6 +333,69 @@ impl Lock {
             )));
         }
         Ok(Some(ttl))
+    }
+
+    /// RuntimeError for `what` on a released lock.
+    fn not_held(&self, shared: &Shared, what: &str) -> PyErr {
+        PyRuntimeError::new_err(format!(
+            "{} was released: {what} needs a held lock (enter it again, `with lock:`, to take \
+             it anew)",
+            shared.context()
+        ))
+    }
+
+    /// Mark the lock as inside a `with` block, or say it already is.
+    fn enter_block(&self) -> PyResult<()> {
+        if self.handle.entered.swap(true, Ordering::SeqCst) {
+            return Err(PyRuntimeError::new_err(format!(
+                "{} is already inside a `with` block: a Lock is not reentrant (take another \
+                 one, or pass reentrant=True with its owner)",
+                self.shared().context()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Take the lock again with its original arguments (it is not held):
+    /// first let go of the old hold if only this handle's owner has it,
+    /// then acquire and make the new hold this Lock's. On failure the block
+    /// is not entered.
+    fn take_again(&self) -> impl Future<Output = Result<(), Failure>> + Send + 'static {
+        let (core, args, handle) = (self.core.clone(), self.args.clone(), self.handle.clone());
+        let old = handle.shared();
+        async move {
+            let taken = async {
+                old.stop_watchdog();
+                let private = old.snapshot().owner_is_private();
+                if private && !old.released.load(Ordering::SeqCst) {
+                    let _ = release(old.clone()).await;
+                }
+                args.run(core).await
+            };
+            match taken.await {
+                Ok(new) => {
+                    *handle.state.lock().unwrap_or_else(|p| p.into_inner()) = new;
+                    Ok(())
+                }
+                Err(e) => {
+                    handle.entered.store(false, Ordering::SeqCst);
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// `release()` without the complaint about a released lock (leaving a
+    /// block in which the lock was released already).
+    fn release_if_held(&self, py: Python<'_>) -> PyResult<()> {
+        self.usable()?;
+        let shared = self.shared();
+        if shared.released.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let context = shared.context();
+        let outcome = block_on(py, release(shared))?;
+        outcome.map_err(|e| errors::to_py(py, &context, e))
     }
 
     /// What leaving a `with` block does with the release's outcome: an
@@ -213,19 +410,21 @@ impl Lock {
         released: PyResult<()>,
         body_raised: bool,
     ) -> PyResult<bool> {
+        self.handle.entered.store(false, Ordering::SeqCst);
+        let shared = self.shared();
         match released {
-            Ok(()) if body_raised || !self.shared.lost.load(Ordering::SeqCst) => Ok(false),
+            Ok(()) if body_raised || !shared.lost.load(Ordering::SeqCst) => Ok(false),
             Ok(()) => Err(LockLost::new_err(format!(
                 "{} ran out of validity while the block ran (renewal failed or came too late): \
                  the end of the block was not protected by it",
-                self.shared.context()
+                shared.context()
             ))),
             Err(_) if body_raised => Ok(false),
-            Err(e) if self.lost() && !e.is_instance_of::<LockLost>(py) => {
+            Err(e) if shared.note_lost() && !e.is_instance_of::<LockLost>(py) => {
                 let lost = LockLost::new_err(format!(
                     "{} was lost while the block ran (renewal failed): the block may have \
                      overlapped another holder",
-                    self.shared.context()
+                    shared.context()
                 ));
                 lost.set_cause(py, Some(e));
                 Err(lost)
@@ -240,85 +439,107 @@ impl Lock {
     /// The lock's name (the key on every server).
     #[getter]
     fn name(&self) -> String {
-        self.shared.snapshot().name().to_string()
+        self.shared().snapshot().name().to_string()
     }
     /// The owner value the lock was taken with (random unless given).
     #[getter]
     fn owner(&self) -> String {
-        self.shared.snapshot().owner().to_string()
+        self.shared().snapshot().owner().to_string()
     }
     /// Fencing token: larger than every earlier holder's token of this name.
     #[getter]
     fn token(&self) -> u64 {
-        self.shared.snapshot().token()
+        self.shared().snapshot().token()
     }
     /// TTL in seconds that renewals and extend() reset the lock to.
     #[getter]
     fn ttl(&self) -> f64 {
-        self.shared.snapshot().ttl().as_secs_f64()
+        self.shared().snapshot().ttl().as_secs_f64()
     }
-    /// Seconds the lock is still known to be valid (0.0 once it may have expired).
+    /// Seconds the lock is still known to be valid (0.0 once it may have
+    /// expired, and once released).
     #[getter]
     fn validity(&self) -> f64 {
-        self.shared.snapshot().validity().as_secs_f64()
+        let shared = self.shared();
+        if shared.released.load(Ordering::SeqCst) {
+            return 0.0;
+        }
+        let left = shared.snapshot().validity();
+        left.as_secs_f64()
     }
     /// True once the lock can no longer be trusted: stop touching the resource.
     #[getter]
     fn lost(&self) -> bool {
-        self.shared.note_lost()
+        self.shared().note_lost()
     }
     /// True once release() succeeded (or found the lock already gone).
     #[getter]
     fn released(&self) -> bool {
-        self.shared.released.load(Ordering::SeqCst)
+        self.shared().released.load(Ordering::SeqCst)
     }
     /// Whether a background task renews the lock.
     #[getter]
     fn auto_renew(&self) -> bool {
-        self.auto_renew
+        self.args.auto_renew
     }
 
     /// Reset the lock's TTL on a majority (to `ttl` seconds if given, which
-    /// later renewals keep). Raises LockLost if it is no longer held,
-    /// NoQuorum if too few servers answered.
+    /// later renewals keep). Raises LockLost if it is no longer held (the
+    /// message says whether it expired, was taken by another owner or was
+    /// released by someone else), NoQuorum if too few servers answered,
+    /// RuntimeError if it was released.
     #[pyo3(signature = (ttl=None))]
-    fn extend(&self, py: Python<'_>, ttl: Option<f64>) -> PyResult<()> {
+    fn extend(&self, py: Python<'_>, ttl: Option<Bound<'_, PyAny>>) -> PyResult<()> {
         self.usable()?;
-        let ttl = self.checked_ttl(ttl)?;
-        let outcome = block_on(py, extend(self.shared.clone(), ttl))?;
-        outcome.map_err(|e| errors::to_py(py, &self.shared.context(), e))
+        let ttl = self.checked_ttl(ttl.as_ref())?;
+        let shared = self.shared();
+        if shared.released.load(Ordering::SeqCst) {
+            return Err(self.not_held(&shared, "extend()"));
+        }
+        let context = shared.context();
+        let outcome = block_on(py, extend(shared, ttl, Some("extend()")))?;
+        outcome.map_err(|e| errors::to_py(py, &context, e))
     }
 
-    /// Stop renewing and release on every server. Safe to call from another
-    /// thread, and again after success (then it does nothing). Raises
-    /// LockLost if the lock had already expired or been taken over.
+    /// Stop renewing and release on every server. Safe to call from several
+    /// threads at once (each sees the one release's outcome). Raises
+    /// LockLost if the lock had already expired or been taken over,
+    /// RuntimeError if it was released before the call.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         self.usable()?;
-        if self.released() {
-            return Ok(());
+        let shared = self.shared();
+        if shared.released.load(Ordering::SeqCst) {
+            return Err(self.not_held(&shared, "release()"));
         }
-        let outcome = block_on(py, release(self.shared.clone()))?;
-        outcome.map_err(|e| errors::to_py(py, &self.shared.context(), e))
+        self.release_if_held(py)
     }
 
     /// Async extend for AsyncLock: `done(None, error_or_None)` runs on a
     /// runtime thread when finished.
     #[pyo3(signature = (done, ttl=None))]
-    fn _extend_async(&self, done: Py<PyAny>, ttl: Option<f64>) -> PyResult<Pending> {
+    fn _extend_async(&self, done: Py<PyAny>, ttl: Option<Bound<'_, PyAny>>) -> PyResult<Pending> {
         self.usable()?;
-        let ttl = self.checked_ttl(ttl)?;
-        let context = self.shared.context();
-        spawn_with_callback(done, context, extend(self.shared.clone(), ttl), |_, ()| {
-            Ok(None)
-        })
+        let ttl = self.checked_ttl(ttl.as_ref())?;
+        let shared = self.shared();
+        if shared.released.load(Ordering::SeqCst) {
+            return Err(self.not_held(&shared, "extend()"));
+        }
+        let context = shared.context();
+        let work = extend(shared, ttl, Some("extend()"));
+        spawn_with_callback(done, context, work, |_, ()| Ok(None))
     }
 
-    /// Async release for AsyncLock (see `_extend_async`).
-    fn _release_async(&self, done: Py<PyAny>) -> PyResult<Pending> {
+    /// Async release for AsyncLock (see `_extend_async`); `if_held`: a
+    /// released lock is not an error (leaving an `async with` block).
+    #[pyo3(signature = (done, if_held=false))]
+    fn _release_async(&self, done: Py<PyAny>, if_held: bool) -> PyResult<Pending> {
         self.usable()?;
-        let context = self.shared.context();
-        let already = self.released();
-        let shared = self.shared.clone();
+        let shared = self.shared();
+        let already = shared.released.load(Ordering::SeqCst);
+        if already && !if_held {
+            return Err(self.not_held(&shared, "release()"));
+        }
+        let context = shared.context();
         let work = async move {
             if already {
                 return Ok(());
@@ -328,8 +549,36 @@ impl Lock {
         spawn_with_callback(done, context, work, |_, ()| Ok(None))
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// Async entering for AsyncLock (see `__enter__`): `done(None, None)`
+    /// once held, `done(None, error)` if taking it again failed.
+    fn _enter_async(&self, done: Py<PyAny>) -> PyResult<Pending> {
+        self.usable()?;
+        self.enter_block()?;
+        let context = self.shared().context();
+        let again = (!self.shared().held()).then(|| self.take_again());
+        let work = async move {
+            match again {
+                Some(again) => again.await,
+                None => Ok(()),
+            }
+        };
+        spawn_with_callback(done, context, work, |_, ()| Ok(None))
+    }
+
+    /// Enter a `with` block: the lock as it is if held, else taken again
+    /// with the arguments it was first taken with (see the class doc).
+    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
+        let this = slf.get();
+        this.usable()?;
+        this.enter_block()?;
+        if !this.shared().held() {
+            let context = this.shared().context();
+            let again = block_on(py, this.take_again());
+            let again =
+                again.inspect_err(|_| this.handle.entered.store(false, Ordering::SeqCst))?;
+            again.map_err(|e| errors::to_py(py, &context, e))?;
+        }
+        Ok(slf)
     }
 
     #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
@@ -340,7 +589,7 @@ impl Lock {
         _exc: Option<Bound<'_, PyAny>>,
         _tb: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let released = self.release(py);
+        let released = self.release_if_held(py);
         self.exit_outcome(py, released, exc_type.is_some())
     }
 
@@ -356,14 +605,25 @@ impl Lock {
     }
 
     fn __repr__(&self) -> String {
-        let lock = self.shared.snapshot();
+        let shared = self.shared();
+        let lock = shared.snapshot();
+        let released = shared.released.load(Ordering::SeqCst);
+        let validity = if released {
+            0.0
+        } else {
+            lock.validity().as_secs_f64()
+        };
         format!(
-            "<redis_lock_client.Lock name={:?} token={} validity={:.3}s{}{}>",
-            lock.name(),
+            "<redis_lock_client.Lock name={} token={} validity={:.3}s{}{}>",
+            shown_name(lock.name()),
             lock.token(),
-            lock.validity().as_secs_f64(),
-            if self.auto_renew { " auto_renew" } else { "" },
-            if self.released() { " released" } else { "" },
+            validity,
+            if self.args.auto_renew {
+                " auto_renew"
+            } else {
+                ""
+            },
+            if released { " released" } else { "" },
         )
     }
 }
@@ -376,7 +636,7 @@ impl Drop for Lock {
     /// and a RELEASE from here, overtaken by such a call's WAIT, took its
     /// grant (helper-30: two holders); it expires with its TTL instead.
     fn drop(&mut self) {
-        let shared = &self.shared;
+        let shared = self.shared();
         shared.stop_watchdog();
         if shared.released.load(Ordering::SeqCst)
             || shared.pid != std::process::id()
@@ -384,10 +644,21 @@ impl Drop for Lock {
         {
             return;
         }
-        if let Ok(rt) = runtime::runtime() {
-            // Counted: the exit hook waits for it (a plain spawn let an
-            // exit right after the drop leave the lock held, helper-29).
-            rt.spawn(redis_lock_client::counted(release(shared.clone())));
+        let Ok(rt) = runtime::runtime() else { return };
+        // At interpreter exit (a lock in a module global is destroyed after
+        // the exit hook) nothing waits for a background release: the
+        // process could end before it was sent. Wait for it here, bounded,
+        // so that a normal exit releases such a lock. Not on a runtime
+        // thread, where blocking on the runtime is not allowed.
+        if spawn::exiting() && tokio::runtime::Handle::try_current().is_err() {
+            // The timer is made inside block_on: it needs the runtime's context.
+            let bounded =
+                async { tokio::time::timeout(spawn::CLEAN_UP_FOR, release(shared)).await };
+            let _ = rt.block_on(bounded);
+            return;
         }
+        // Counted: the exit hook waits for it (a plain spawn let an exit
+        // right after the drop leave the lock held, helper-29).
+        rt.spawn(redis_lock_client::counted(release(shared)));
     }
 }

@@ -12,7 +12,6 @@
 use crate::errors;
 use crate::runtime;
 use pyo3::prelude::*;
-use redis_lock_client::Error;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -59,8 +58,15 @@ pub fn gate_after_fork() {
     CLOSED.store(false, Ordering::SeqCst);
 }
 
-/// How long interpreter exit waits for the background clean-up.
-const CLEAN_UP_FOR: Duration = Duration::from_secs(2);
+/// How long interpreter exit waits for the background clean-up (and for
+/// the release of each lock still held when it is destroyed at exit).
+pub const CLEAN_UP_FOR: Duration = Duration::from_secs(2);
+
+/// Whether the interpreter is exiting: the exit hook ran. Module globals
+/// are destroyed after it, and nothing waits for a release spawned then.
+pub fn exiting() -> bool {
+    CLOSED.load(Ordering::SeqCst)
+}
 /// How long it waits for callbacks in progress (each is short).
 const CALLBACKS_FOR: Duration = Duration::from_secs(2);
 
@@ -103,7 +109,7 @@ impl Pending {
 
 /// Spawn `work`; when it ends, call `done(convert(value), None)` or
 /// `done(None, exception)`. `context` prefixes error messages.
-pub fn spawn_with_callback<T, F, C>(
+pub fn spawn_with_callback<T, E, F, C>(
     done: Py<PyAny>,
     context: String,
     work: F,
@@ -111,7 +117,8 @@ pub fn spawn_with_callback<T, F, C>(
 ) -> PyResult<Pending>
 where
     T: Send + 'static,
-    F: Future<Output = Result<T, Error>> + Send + 'static,
+    E: Into<errors::Failure> + Send + 'static,
+    F: Future<Output = Result<T, E>> + Send + 'static,
     C: FnOnce(Python<'_>, T) -> PyResult<Option<Py<PyAny>>> + Send + 'static,
 {
     // After the exit hook no callback would run, and the awaiting code

@@ -103,8 +103,7 @@ locker = Locker([sys.argv[1]], ttl=5.0)
 sys.setswitchinterval(2.0)  # keep the GIL: the callback waits for it
 hung = 0
 for i in range(5):
-    locker._lock_async(lambda result, error: None, f"fork{i}", 0.0,
-                       ttl=None, auto_renew=False, reentrant=False, owner=None)
+    locker._acquisition(f"fork{i}", 0.0, auto_renew=False)._start(lambda result, error: None)
     until = time.time() + 0.2
     while time.time() < until:
         pass
@@ -249,3 +248,26 @@ del lock  # the last reference: released in the background
         child.kill()
     for port in ports:
         assert inline(port, "LOCK.STATUS dropx") in (b"$-1", b"*-1", b"_"), f"still held on {port}"
+
+
+def test_a_lock_in_a_module_global_is_released_at_a_normal_exit(servers):
+    # Module globals are destroyed after the atexit hooks: the release of a
+    # lock still held then is waited for (at most 2 s), so a normal exit
+    # leaves nothing held (issue 25: the README said it expires with its TTL).
+    import subprocess
+    import sys
+
+    from conftest import inline
+
+    urls = servers(3)
+    program = (
+        "import sys\n"
+        "from redis_lock_client import Locker\n"
+        "lock = Locker(sys.argv[1].split(','), ttl=60.0).lock('global', wait=5.0)\n"
+        "print(lock.owner)\n"
+    )
+    for _ in range(3):
+        run = subprocess.run([sys.executable, "-c", program, ",".join(urls)], capture_output=True, timeout=60)
+        assert run.returncode == 0, run.stderr.decode()[:300]
+        for server in servers.started:
+            assert inline(server.port, "LOCK.STATUS global") in (b"$-1", b"*-1", b"_"), "left held at exit"

@@ -22,7 +22,10 @@ def test_acquire_and_release(servers, n):
     assert lock.released
     again = locker.lock("report", wait=0, auto_renew=False)
     again.release()
-    again.release()  # a second release does nothing
+    # Like threading.Lock: releasing what is not held is a mistake (it used
+    # to do nothing, issue 25).
+    with pytest.raises(RuntimeError, match="released"):
+        again.release()
 
 
 def test_without_with_extend_and_release(servers):
@@ -32,7 +35,7 @@ def test_without_with_extend_and_release(servers):
     assert lock.ttl == 30.0
     assert lock.validity > 2.0
     lock.release()
-    with pytest.raises(LockError):
+    with pytest.raises(RuntimeError, match="released"):
         lock.extend()  # released: no longer held anywhere
 
 
@@ -166,6 +169,8 @@ def test_threads_share_a_locker_and_count_exactly(servers):
 
 
 def test_concurrent_releases_both_succeed(servers):
+    # A release that began while another was under way sees its outcome,
+    # never LockLost; one that began after it finished says "released".
     locker = Locker(servers(3))
     lock = locker.lock("twice")
     errors = []
@@ -173,7 +178,9 @@ def test_concurrent_releases_both_succeed(servers):
     def release():
         try:
             lock.release()
-        except Exception as e:  # noqa: BLE001 - any error fails the test
+        except RuntimeError as e:
+            assert "already released" in str(e) or "was released" in str(e), e
+        except Exception as e:  # noqa: BLE001 - any other error fails the test
             errors.append(e)
 
     threads = [threading.Thread(target=release) for _ in range(4)]
@@ -198,7 +205,6 @@ def test_lock_released_from_another_thread(servers):
     "make, error, words",
     [
         (lambda: Locker([]), ValueError, "at least one server"),
-        (lambda: Locker("redis://127.0.0.1:1"), TypeError, "str"),
         (lambda: Locker(["http://nope"]), ValueError, "bad server URL"),
         (lambda: Locker(["redis://127.0.0.1:1", "redis://localhost:1"]), ValueError, "same server"),
         (lambda: Locker(["redis://127.0.0.1:1"], ttl=-1), ValueError, "ttl"),

@@ -9,9 +9,14 @@ Cancelling the awaiting task cancels the Rust operation.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Generator, List, Optional, Sequence
+import functools
+import inspect
+import warnings
+from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, TypeVar, Union
 
-from ._native import Lock, Locker, LockError, LockLost
+from ._native import Acquisition, Lock, Locker, LockError, LockStatus
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _settle(future: "asyncio.Future[Any]", result: Any, error: Optional[BaseException]) -> None:
@@ -40,36 +45,74 @@ async def _run(start: Callable[[Callable[[Any, Any], None]], Any]) -> Any:
 
 class AsyncLock:
     """A held lock (asyncio). Same attributes as Lock; ``await extend()``,
-    ``await release()``; ``async with`` releases on exit."""
+    ``await release()``; ``async with`` releases on exit.
+
+    Entering a lock that is not held (released, or lost) takes it again
+    with its original arguments, as Lock does; a lock already inside an
+    ``async with`` block cannot be entered again (RuntimeError)."""
 
     __slots__ = ("_lock",)
 
     def __init__(self, lock: Lock) -> None:
         self._lock = lock
 
-    name = property(lambda self: self._lock.name, doc="The lock's name.")
-    owner = property(lambda self: self._lock.owner, doc="The owner value it was taken with.")
-    token = property(lambda self: self._lock.token, doc="Fencing token (int).")
-    ttl = property(lambda self: self._lock.ttl, doc="TTL in seconds that renewals reset it to.")
-    validity = property(lambda self: self._lock.validity, doc="Seconds still known valid.")
-    lost = property(lambda self: self._lock.lost, doc="True once the lock can no longer be trusted.")
-    released = property(lambda self: self._lock.released, doc="True once released.")
-    auto_renew = property(lambda self: self._lock.auto_renew, doc="Renewed in the background.")
+    @property
+    def name(self) -> str:
+        """The lock's name."""
+        return self._lock.name
+
+    @property
+    def owner(self) -> str:
+        """The owner value it was taken with."""
+        return self._lock.owner
+
+    @property
+    def token(self) -> int:
+        """Fencing token."""
+        return self._lock.token
+
+    @property
+    def ttl(self) -> float:
+        """TTL in seconds that renewals reset it to."""
+        return self._lock.ttl
+
+    @property
+    def validity(self) -> float:
+        """Seconds still known valid (0.0 once it may have expired, and once released)."""
+        return self._lock.validity
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock can no longer be trusted."""
+        return self._lock.lost
+
+    @property
+    def released(self) -> bool:
+        """True once released."""
+        return self._lock.released
+
+    @property
+    def auto_renew(self) -> bool:
+        """Renewed in the background."""
+        return self._lock.auto_renew
 
     async def extend(self, ttl: Optional[float] = None) -> None:
-        """Reset the TTL on a majority (to ``ttl`` seconds if given)."""
+        """Reset the TTL on a majority (to ``ttl`` seconds if given).
+        RuntimeError once released."""
         await _run(lambda done: self._lock._extend_async(done, ttl))
 
     async def release(self) -> None:
-        """Stop renewing and release on every server."""
+        """Stop renewing and release on every server. RuntimeError if it
+        was released already."""
         await _run(self._lock._release_async)
 
     async def __aenter__(self) -> "AsyncLock":
+        await _run(self._lock._enter_async)
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         try:
-            await self.release()
+            await _run(lambda done: self._lock._release_async(done, True))
         except LockError as error:
             return self._lock._exit_outcome(error, exc_type is not None)
         return self._lock._exit_outcome(None, exc_type is not None)
@@ -80,27 +123,70 @@ class AsyncLock:
 
 class _Acquisition:
     """What ``AsyncLocker.lock()`` returns: await it for an AsyncLock, or
-    use it with ``async with`` (released on exit)."""
+    use it with ``async with`` (released on exit). Its arguments were
+    checked by the call; one never awaited nor entered warns
+    (RuntimeWarning), like a coroutine never awaited."""
 
-    __slots__ = ("_start", "_lock")
+    __slots__ = ("_acquisition", "_lock", "_used")
 
-    def __init__(self, start: Callable[[Callable[[Any, Any], None]], Any]) -> None:
-        self._start = start
+    def __init__(self, acquisition: Acquisition) -> None:
+        self._acquisition = acquisition
         self._lock: Optional[AsyncLock] = None
+        self._used = False
 
     async def _acquire(self) -> AsyncLock:
-        return AsyncLock(await _run(self._start))
+        self._used = True
+        return AsyncLock(await _run(self._acquisition._start))
 
     def __await__(self) -> Generator[Any, None, AsyncLock]:
+        self._used = True
         return self._acquire().__await__()
 
     async def __aenter__(self) -> AsyncLock:
+        self._used = True
         self._lock = await self._acquire()
-        return self._lock
+        return await self._lock.__aenter__()
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         assert self._lock is not None
         return await self._lock.__aexit__(exc_type, exc, tb)
+
+    def __del__(self) -> None:
+        if not getattr(self, "_used", True):
+            warnings.warn(
+                f"AsyncLocker.lock({self._acquisition.name!r:.80}) was never awaited "
+                "(nor used with `async with`): the lock was not taken",
+                RuntimeWarning,
+                stacklevel=2,
+                source=self,
+            )
+
+    def __repr__(self) -> str:
+        return repr(self._acquisition)
+
+
+def _synchronized(locker: Locker, name: Union[str, bytes], wait: Optional[float], options: Dict[str, Any]) -> Callable[[F], F]:
+    """The decorator of Locker.synchronized / AsyncLocker.synchronized."""
+    locker._acquisition(name, wait, **options)  # bad arguments raise here, at decoration
+
+    def decorate(fn: F) -> F:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def locked_async(*args: Any, **kwargs: Any) -> Any:
+                async with _Acquisition(locker._acquisition(name, wait, **options)):
+                    return await fn(*args, **kwargs)
+
+            return locked_async  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with locker.lock(name, wait, **options):
+                return fn(*args, **kwargs)
+
+        return locked  # type: ignore[return-value]
+
+    return decorate
 
 
 class AsyncLocker:
@@ -116,13 +202,13 @@ class AsyncLocker:
 
     __slots__ = ("_locker",)
 
-    def __init__(self, urls: Sequence[str], ttl: float = 10.0, **settings: Any) -> None:
+    def __init__(self, urls: Union[str, Sequence[str]], ttl: float = 10.0, **settings: Any) -> None:
         self._locker = Locker(urls, ttl, **settings)
 
     def lock(
         self,
-        name: str,
-        wait: float = 0.0,
+        name: Union[str, bytes],
+        wait: Optional[float] = 0.0,
         *,
         ttl: Optional[float] = None,
         auto_renew: bool = True,
@@ -130,12 +216,21 @@ class AsyncLocker:
         owner: Optional[str] = None,
     ) -> _Acquisition:
         """Acquire ``name`` (see Locker.lock); await the result or use it
-        with ``async with``. Bad arguments raise ValueError/TypeError there."""
+        with ``async with``. Bad arguments raise ValueError/TypeError here,
+        at the call."""
         return _Acquisition(
-            lambda done: self._locker._lock_async(
-                done, name, wait, ttl=ttl, auto_renew=auto_renew, reentrant=reentrant, owner=owner
-            )
+            self._locker._acquisition(name, wait, ttl=ttl, auto_renew=auto_renew, reentrant=reentrant, owner=owner)
         )
+
+    async def status(self, name: Union[str, bytes]) -> LockStatus:
+        """Who holds ``name``, as a majority of the servers says (see Locker.status)."""
+        status: LockStatus = await _run(lambda done: self._locker._status_async(done, name))
+        return status
+
+    def synchronized(self, name: Union[str, bytes], wait: Optional[float] = 0.0, **options: Any) -> Callable[[F], F]:
+        """Decorator: each call of the function runs holding ``name`` (see
+        Locker.synchronized)."""
+        return _synchronized(self._locker, name, wait, options)
 
     @property
     def urls(self) -> List[str]:

@@ -1,6 +1,6 @@
 """Type stubs of the PyO3 extension (see bindings/python/src/)."""
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 class LockError(Exception):
     """Base class of redis-lock-client errors."""
@@ -11,6 +11,9 @@ class LockError(Exception):
 class Taken(LockError):
     """Another owner holds the lock and it did not come free within `wait`."""
 
+    waited: Optional[float]
+    """Seconds the call waited."""
+
 class NoQuorum(LockError):
     """Not enough servers answered: an outage, not contention."""
 
@@ -18,7 +21,8 @@ class NoQuorum(LockError):
     needed: int
 
 class LockLost(LockError):
-    """The lock expired or was taken over: stop touching the resource."""
+    """The lock expired, was taken by another owner or was released by
+    someone else (the message says which): stop touching the resource."""
 
 class Rejected(LockError):
     """A server refused the request; retrying cannot help."""
@@ -42,7 +46,7 @@ class Lock:
     def ttl(self) -> float: ...
     @property
     def validity(self) -> float:
-        """Seconds the lock is still known to be valid (0.0 once it may have expired)."""
+        """Seconds the lock is still known to be valid (0.0 once it may have expired, and once released)."""
     @property
     def lost(self) -> bool:
         """True once the lock can no longer be trusted."""
@@ -50,20 +54,48 @@ class Lock:
     def released(self) -> bool: ...
     @property
     def auto_renew(self) -> bool: ...
-    def extend(self, ttl: Optional[float] = None) -> None: ...
-    def release(self) -> None: ...
-    def __enter__(self) -> "Lock": ...
+    def extend(self, ttl: Optional[float] = None) -> None:
+        """RuntimeError once released; LockLost if no longer held."""
+    def release(self) -> None:
+        """RuntimeError if released before; LockLost if no longer held."""
+    def __enter__(self) -> "Lock":
+        """Takes the lock again (original arguments) if it is not held;
+        RuntimeError inside a `with` block of this lock already."""
     def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> bool: ...
     def _extend_async(self, done: Callable[[Any, Any], None], ttl: Optional[float] = None) -> Pending: ...
-    def _release_async(self, done: Callable[[Any, Any], None]) -> Pending: ...
+    def _release_async(self, done: Callable[[Any, Any], None], if_held: bool = False) -> Pending: ...
+    def _enter_async(self, done: Callable[[Any, Any], None]) -> Pending: ...
     def _exit_outcome(self, error: Optional[BaseException], body_raised: bool) -> bool: ...
+
+class Acquisition:
+    """A checked acquisition, run by `_start` (AsyncLocker.lock)."""
+
+    @property
+    def name(self) -> str: ...
+    def _start(self, done: Callable[[Any, Any], None]) -> Pending: ...
+
+class LockStatus:
+    """What a majority of the servers says about a lock now."""
+
+    name: str
+    state: str
+    """"held", "free", "unknown" (no owner has a majority) or "unreachable"."""
+    held: bool
+    owner: Optional[str]
+    token: Optional[int]
+    validity: Optional[float]
+    """Seconds the servers keep it on a majority if not renewed (None unless held)."""
+    servers: int
+    """Servers where it is held by `owner` (or free, when "free"; that answered, when "unreachable")."""
+    of: int
+    failures: List[Tuple[str, str]]
 
 class Locker:
     """Quorum (Redlock) client over servers running the redis-lock module."""
 
     def __init__(
         self,
-        urls: Sequence[str],
+        urls: Union[str, Sequence[str]],
         ttl: float = 10.0,
         *,
         node_timeout: Optional[float] = None,
@@ -74,25 +106,26 @@ class Locker:
     ) -> None: ...
     def lock(
         self,
-        name: str,
-        wait: float = 0.0,
+        name: Union[str, bytes],
+        wait: Optional[float] = 0.0,
         *,
         ttl: Optional[float] = None,
         auto_renew: bool = True,
         reentrant: bool = False,
         owner: Optional[str] = None,
     ) -> Lock: ...
-    def _lock_async(
+    def _acquisition(
         self,
-        done: Callable[[Any, Any], None],
-        name: str,
-        wait: float = 0.0,
+        name: Union[str, bytes],
+        wait: Optional[float] = 0.0,
         *,
         ttl: Optional[float] = None,
         auto_renew: bool = True,
         reentrant: bool = False,
         owner: Optional[str] = None,
-    ) -> Pending: ...
+    ) -> Acquisition: ...
+    def status(self, name: Union[str, bytes]) -> LockStatus: ...
+    def _status_async(self, done: Callable[[Any, Any], None], name: Union[str, bytes]) -> Pending: ...
     @property
     def urls(self) -> List[str]: ...
     @property

@@ -23,7 +23,6 @@ macro_rules! out {
 mod args;
 mod child;
 mod exit;
-mod hosts;
 mod signals;
 
 use args::{Cmd, Run};
@@ -52,7 +51,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::CONFIG);
         }
     };
-    if let Some(host) = hosts::unknown(&cli.servers) {
+    if let Some(host) = redis_lock_client::unknown_host(&cli.servers) {
         say!("redis-lock: server host {host:?} does not exist (the resolver knows no such name)");
         return ExitCode::from(exit::CONFIG);
     }

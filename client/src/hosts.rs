@@ -1,19 +1,25 @@
 //! Server host names that do not exist, caught before connecting.
 //!
 //! The client takes a failed lookup for a server that is down (a name may
-//! resolve later), which makes a typo in `--servers` exit 69 "unavailable".
-//! For a one-shot command a name the resolver says does not exist is bad
-//! settings (78), worth refusing even when the other servers would make a
-//! majority, like a server listed twice. A lookup that merely failed (no
-//! DNS server answered) stays an outage: the connection reports it.
+//! resolve later), which makes a typo in a server list look like an
+//! outage: the CLI's `--servers` exited 69 "unavailable", and a Python
+//! `Locker` locked on 2 of 3 without a word. A name the resolver says does
+//! not exist is bad settings, worth refusing even when the other servers
+//! would make a majority, like a server listed twice: the CLI (exit 78) and
+//! the Python binding (ValueError) ask here. The builder does not (a
+//! long-lived program may list a name that is registered later). A lookup
+//! that merely failed (no DNS server answered) stays an outage: the
+//! connection reports it.
 
 use redis::{ConnectionAddr, IntoConnectionInfo};
 use std::ffi::CString;
 
-/// The host of the first URL whose name does not exist.
-pub fn unknown(urls: &[String]) -> Option<String> {
+/// The host of the first URL whose name does not exist (the resolver
+/// answers EAI_NONAME); `None` when every name exists or may (a lookup that
+/// failed otherwise). Blocks on the system resolver.
+pub fn unknown_host<S: AsRef<str>>(urls: &[S]) -> Option<String> {
     urls.iter().find_map(|url| {
-        let info = url.as_str().into_connection_info().ok()?;
+        let info = url.as_ref().into_connection_info().ok()?;
         let host = match info.addr {
             ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host,
             _ => return None,
@@ -39,6 +45,7 @@ fn does_not_exist(host: &str) -> bool {
     // pointer; the list it returns on success is freed once.
     let rc = unsafe { libc::getaddrinfo(node.as_ptr(), std::ptr::null(), &hints, &mut found) };
     if rc == 0 {
+        // SAFETY: `found` is the list getaddrinfo just returned, freed once.
         unsafe { libc::freeaddrinfo(found) };
     }
     rc == libc::EAI_NONAME
@@ -52,12 +59,12 @@ mod tests {
     fn names_that_do_not_exist() {
         let urls = |u: &[&str]| u.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            unknown(&urls(&["redis://127.0.0.1:1/", "redis://[::1]:2/"])),
+            unknown_host(&urls(&["redis://127.0.0.1:1/", "redis://[::1]:2/"])),
             None
         );
-        assert_eq!(unknown(&urls(&["redis://localhost:1/"])), None);
+        assert_eq!(unknown_host(&urls(&["redis://localhost:1/"])), None);
         assert_eq!(
-            unknown(&urls(&[
+            unknown_host(&urls(&[
                 "redis://127.0.0.1:1/",
                 "redis://no-such.invalid:2/"
             ])),

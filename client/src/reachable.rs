@@ -1,0 +1,59 @@
+//! A wait is for a busy lock, not for an outage. With a majority of the
+//! servers refusing connections, `lock(wait=20 s)` retried for the whole
+//! 20 s and then said `NoQuorum` (issue 25; redis-py fails at once). So a
+//! call with a wait checks, as it begins, that a majority can be reached,
+//! and says `NoQuorum` at once (within a node timeout) when not. A server
+//! that goes away while the wait runs is retried as before: a majority
+//! restarting under a waiter is a pause, and the waiter gets the lock once
+//! they are back.
+
+use crate::error::Error;
+use crate::locker::Locker;
+use crate::node::Failure;
+use crate::quorum::{self, Answer};
+use redis::Value;
+
+/// Any reply, an error reply too, is a server that can be reached; only a
+/// request that got none (refused, timed out, a broken connection) or a
+/// server that cannot serve now (`LOADING`, `TRYAGAIN`) counts as not.
+fn reached(reply: Result<Value, Failure>) -> Answer {
+    match reply {
+        Ok(_) | Err(Failure::Rejected(_)) => Answer::Busy,
+        Err(Failure::Transient(cause)) => Answer::Failed(cause),
+    }
+}
+
+impl Locker {
+    /// Whether `err` says that more servers failed than a majority can
+    /// spare: no grant could have made a majority, busy lock or not.
+    pub(crate) fn majority_failed(&self, err: &Error) -> bool {
+        let n = self.inner.nodes.len();
+        matches!(err, Error::NoQuorum { failures, .. }
+            if failures.len() > n - quorum::majority(n))
+    }
+
+    /// `NoQuorum` (no grants, each unreachable server's cause) unless a
+    /// majority of the servers answers a `LOCK.SERVERID` within the node
+    /// timeout. One round trip, on the shared connections (opened if
+    /// needed); for a wait that starts without a plain try to tell. It
+    /// returns once a majority answered (or failed): a stalled server must
+    /// not hold up the wait by the node timeout; its request is driven to
+    /// its end in the background, as a decided round's are.
+    pub(crate) async fn majority_reachable(&self) -> Result<(), Error> {
+        let timeout = self.inner.config.node_timeout;
+        let all: Vec<usize> = (0..self.inner.nodes.len()).collect();
+        let probe = redis::cmd("LOCK.SERVERID");
+        let mut round = self.round(&all, probe, timeout, reached, false).await;
+        round.take_ready();
+        let tally = round.detach(&self.inner.stragglers);
+        let err = Error::NoQuorum {
+            granted: 0,
+            needed: quorum::majority(all.len()),
+            failures: tally.failures(&self.inner.names),
+        };
+        if self.majority_failed(&err) {
+            return Err(err);
+        }
+        Ok(())
+    }
+}

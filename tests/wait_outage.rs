@@ -1,0 +1,91 @@
+//! A wait is for a busy lock, not an outage (issue 25, 2026-11-28): with a
+//! majority of the servers unreachable as a wait begins, `lock()` says
+//! `NoQuorum` at once instead of retrying until its deadline, on each path
+//! a wait takes (a plain try first, a caller's own owner that queues at
+//! once, a REENTRANT or `retry_count` wait that polls). Behaviour, not
+//! timing: the wait is 60 s and the call must end long before it.
+
+mod common;
+use common::*;
+use redis_lock_client::{Builder, Error, LockOptions};
+use std::time::{Duration, Instant};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_with_a_majority_down_is_no_quorum_at_once() {
+    let mut nodes = Server::start_n(3);
+    nodes[0].kill();
+    nodes[1].kill();
+    let urls = urls(&nodes);
+    let down: Vec<String> = urls[..2]
+        .iter()
+        .map(|u| {
+            u.trim_start_matches("redis://")
+                .trim_end_matches('/')
+                .to_string()
+        })
+        .collect();
+    let wait = Duration::from_secs(60);
+    let paths = [
+        ("a generated owner", LockOptions::new().wait(wait), None),
+        (
+            "an own owner",
+            LockOptions::new().wait(wait).owner("me"),
+            None,
+        ),
+        (
+            "reentrant",
+            LockOptions::new().wait(wait).reentrant(true),
+            None,
+        ),
+        ("retry_count", LockOptions::new().wait(wait), Some(1000)),
+    ];
+    for (path, opts, rounds) in paths {
+        let mut builder = Builder::new(&urls).ttl(Duration::from_secs(10));
+        if let Some(n) = rounds {
+            builder = builder.retry_count(n);
+        }
+        let locker = builder.build().unwrap();
+        let started = Instant::now();
+        let got = locker.acquire("k", &opts).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{path}: waited {:?}",
+            started.elapsed()
+        );
+        match got {
+            Err(Error::NoQuorum { failures, .. }) => {
+                for node in &down {
+                    assert!(
+                        failures.iter().any(|f| &f.node == node),
+                        "{path}: {node} not among {failures:?}"
+                    );
+                }
+            }
+            other => panic!("{path}: expected NoQuorum, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_with_a_minority_down_still_waits_for_the_lock() {
+    let mut nodes = Server::start_n(3);
+    for node in &nodes {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE k other 30000") > 0);
+    }
+    nodes[0].kill();
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let waiting = tokio::spawn(async move { locker.lock("k", Duration::from_secs(60)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a busy lock with one server down is waited for"
+    );
+    for node in &nodes[1..] {
+        assert_eq!(int(&mut node.conn(), "LOCK.RELEASE k other"), 1);
+    }
+    let lock = waiting.await.unwrap().unwrap();
+    assert!(lock.token() > 0);
+}
