@@ -12,6 +12,7 @@ pub mod rules {
     pub mod fencing;
     pub mod guard;
     pub mod lock;
+    pub mod shared;
     pub mod stats;
     pub mod waiters;
 

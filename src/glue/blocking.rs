@@ -196,6 +196,8 @@ pub fn block(
             min_token: req.min_token,
             deadline,
             ticket,
+            shared: req.shared,
+            limit: req.limit,
         },
     );
     drop(q);
