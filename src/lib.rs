@@ -71,7 +71,7 @@ struct CommandSpec {
 }
 
 const RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
-const COMMANDS: [CommandSpec; 7] = [
+const COMMANDS: [CommandSpec; 8] = [
     CommandSpec {
         name: c"lock.acquire",
         handler: commands::acquire_command,
@@ -124,6 +124,15 @@ const COMMANDS: [CommandSpec; 7] = [
         arity: 6,
         key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
         summary: c"Internal: the replicated state of a lock (accepted from a primary or the AOF only)",
+        acl_categories: "write",
+    },
+    CommandSpec {
+        name: c"lock.applyshared",
+        handler: commands::apply_shared_command,
+        flags: c"write",
+        arity: 7,
+        key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
+        summary: c"Internal: the replicated state of one shared hold (accepted from a primary or the AOF only)",
         acl_categories: "write",
     },
     CommandSpec {
