@@ -1,10 +1,11 @@
 //! The `redislock` data type: how a lock value is saved, loaded, rewritten
 //! into the AOF, copied, measured and freed.
 //!
-//! RDB layout, encoding version 2: a kind (0 exclusive, 1 shared), then for
-//! an exclusive lock owner, token, remaining ttl-ms, holds (version 1 was
-//! exactly this without the kind, and still loads); for shared holds the
-//! limit (0: none), the holder count, and each holder as an exclusive lock.
+//! RDB layout, encoding version 2: an exclusive lock is owner, token,
+//! remaining ttl-ms, holds, byte for byte as in version 1 (which still
+//! loads). Shared holds start with an empty owner, which no lock can have,
+//! then the limit (0: none), the holder count, and each holder as an
+//! exclusive lock is stored.
 //! The remaining TTL (not a wall-clock deadline) is stored so a loaded lock
 //! gets at least the time it had left and a clock jump changes nothing. The
 //! token counter travels as aux data before the keyspace.
@@ -21,10 +22,8 @@ use std::ffi::{c_char, c_int, c_longlong, c_void};
 use std::mem::size_of;
 
 const ENCODING_VERSION: i32 = 2;
-/// Exclusive locks only, without a kind (RDBs written before shared holds).
+/// Exclusive locks only (RDBs written before shared holds).
 const ENCODING_VERSION_EXCLUSIVE: i32 = 1;
-const KIND_EXCLUSIVE: u64 = 0;
-const KIND_SHARED: u64 = 1;
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
     "redislock",
@@ -86,12 +85,9 @@ unsafe fn save_hold(io: *mut raw::RedisModuleIO, lock: &Lock, now: lock::Millis)
 unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, ptr: *mut c_void) {
     let now = clock::now_ms();
     match value(ptr) {
-        Value::Exclusive(lock) => {
-            raw::save_unsigned(io, KIND_EXCLUSIVE);
-            save_hold(io, lock, now);
-        }
+        Value::Exclusive(lock) => save_hold(io, lock, now),
         Value::Shared(shared) => {
-            raw::save_unsigned(io, KIND_SHARED);
+            raw::save_slice(io, b"");
             raw::save_unsigned(io, u64::from(shared.limit.unwrap_or(0)));
             raw::save_unsigned(io, shared.holders.len() as u64);
             for hold in &shared.holders {
@@ -117,12 +113,11 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
             Source::Primary => crate::rules::config::limits(),
             Source::Loading | Source::Replica => Limits::CEILING,
         };
-        let read_hold = || -> Result<Lock, &'static str> {
-            let owner = raw::load_string_buffer(io).map_err(short)?;
+        let read_hold = |owner: &[u8]| -> Result<Lock, &'static str> {
             let token = raw::load_unsigned(io).map_err(short)?;
             let remaining = raw::load_unsigned(io).map_err(short)?;
             let holds = raw::load_unsigned(io).map_err(short)?;
-            let lock = lock::from_stored(owner.as_ref(), token, remaining, holds, &limits, now)?;
+            let lock = lock::from_stored(owner, token, remaining, holds, &limits, now)?;
             match source {
                 Source::Primary => restore_is_a_grant(&lock, now)?,
                 Source::Replica
@@ -134,32 +129,26 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
             }
             Ok(lock)
         };
-        let kind = if encver == ENCODING_VERSION_EXCLUSIVE {
-            KIND_EXCLUSIVE
-        } else {
-            raw::load_unsigned(io).map_err(short)?
-        };
-        match kind {
-            KIND_EXCLUSIVE => Ok(Value::Exclusive(read_hold()?)),
-            KIND_SHARED => {
-                let limit = raw::load_unsigned(io).map_err(short)?;
-                let count = raw::load_unsigned(io).map_err(short)?;
-                // The count is checked against the limit before anything is
-                // read, and nothing is reserved for it: a forged count ends
-                // in a short read, not a huge allocation.
-                if count == 0 || (limit != 0 && count > limit) {
-                    return Err("more holders than the limit");
-                }
-                let mut holders = Vec::new();
-                for _ in 0..count {
-                    holders.push(read_hold()?);
-                }
-                Ok(Value::Shared(Box::new(shared::from_stored(
-                    holders, limit,
-                )?)))
-            }
-            _ => Err("unknown lock kind"),
+        let owner = raw::load_string_buffer(io).map_err(short)?;
+        if !owner.as_ref().is_empty() || encver == ENCODING_VERSION_EXCLUSIVE {
+            return Ok(Value::Exclusive(read_hold(owner.as_ref())?));
         }
+        let limit = raw::load_unsigned(io).map_err(short)?;
+        let count = raw::load_unsigned(io).map_err(short)?;
+        // The count is checked against the limit before anything is read,
+        // and nothing is reserved for it: a forged count ends in a short
+        // read, not a huge allocation.
+        if count == 0 || (limit != 0 && count > limit) {
+            return Err("more holders than the limit");
+        }
+        let mut holders = Vec::new();
+        for _ in 0..count {
+            let owner = raw::load_string_buffer(io).map_err(short)?;
+            holders.push(read_hold(owner.as_ref())?);
+        }
+        Ok(Value::Shared(Box::new(shared::from_stored(
+            holders, limit,
+        )?)))
     };
     match std::panic::catch_unwind(read) {
         Ok(Ok(value)) => {
