@@ -606,3 +606,66 @@ fn a_restored_payload_with_more_holders_than_its_limit_is_refused() {
     );
     assert!(s.log().contains("more holders than the limit"));
 }
+
+#[test]
+fn the_restart_guard_refuses_new_shared_holders_but_not_holders() {
+    let mut s = Server::with(&["--save", "3600 1"], &["restart-delay-ms", "1500"]);
+    let mut c = s.conn();
+    assert!(eventually(Duration::from_secs(3), || q(
+        &mut c,
+        "LOCK.ACQUIRE sem a 30000 SHARED LIMIT 3"
+    )
+    .is_ok()));
+    int(&mut c, "LOCK.ACQUIRE rw w 30000");
+    q(&mut c, "SAVE").unwrap();
+    s.restart();
+    let mut c = s.conn();
+    for line in [
+        "LOCK.ACQUIRE sem b 30000 SHARED",
+        "LOCK.ACQUIRE fresh b 30000 SHARED",
+    ] {
+        let e = err(&mut c, line);
+        assert!(e.contains("new locks refused for another"), "{line}: {e}");
+    }
+    // Holders renew, extend and downgrade: nothing new is granted.
+    assert!(int(&mut c, "LOCK.ACQUIRE sem a 30000 SHARED") > 0);
+    assert_eq!(int(&mut c, "LOCK.EXTEND sem a 30000"), 1);
+    assert!(int(&mut c, "LOCK.ACQUIRE rw w 30000 SHARED") > 0);
+    assert_eq!(owners(&mut c, "sem"), ["a"]);
+    assert_eq!(owners(&mut c, "rw"), ["w"]);
+}
+
+/// The keyspace events of a shared key, read from a SUBSCRIBE connection.
+#[test]
+fn shared_holds_announce_their_keyspace_events() {
+    let s = Server::start();
+    let mut c = s.conn();
+    q(&mut c, "CONFIG SET notify-keyspace-events Kd").unwrap();
+    let mut sub = Pending::send(s.port, "SUBSCRIBE __keyspace@0__:k");
+    // *3 $9 subscribe $n channel :1
+    let subscribed: Vec<String> = (0..6).map(|_| sub.reply()).collect();
+    assert_eq!(subscribed[5], ":1", "{subscribed:?}");
+    let mut event = move || -> String {
+        // *3 $7 message $n channel $m event: the event is the last line.
+        let lines: Vec<String> = (0..7).map(|_| sub.reply()).collect();
+        lines[6].clone()
+    };
+    int(&mut c, "LOCK.ACQUIRE k w 30000");
+    int(&mut c, "LOCK.ACQUIRE k w 30000 SHARED");
+    int(&mut c, "LOCK.ACQUIRE k r 100 SHARED");
+    int(&mut c, "LOCK.RELEASE k w");
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        seen.push(event());
+    }
+    assert_eq!(
+        seen,
+        [
+            "lock.acquire",
+            "lock.downgrade",
+            "lock.acquire",
+            "lock.release",
+            "lock.expire"
+        ]
+    );
+}
