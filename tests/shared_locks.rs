@@ -14,12 +14,16 @@ struct Pending {
 }
 
 impl Pending {
-    fn send(port: u16, line: &str) -> Pending {
+    fn connect(port: u16) -> Pending {
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut p = Pending {
+        Pending {
             reader: BufReader::new(s),
-        };
+        }
+    }
+
+    fn send(port: u16, line: &str) -> Pending {
+        let mut p = Pending::connect(port);
         p.write(line);
         p
     }
@@ -668,4 +672,31 @@ fn shared_holds_announce_their_keyspace_events() {
             "lock.expire"
         ]
     );
+}
+
+/// As `a_grant_to_a_client_that_just_left_is_passed_on` (waiting.rs) for a
+/// semaphore's place: the hold handed to a waiter that hung up before its
+/// reply is taken back alone, and the place goes to the next waiter.
+#[test]
+fn a_shared_place_handed_to_a_client_that_just_left_is_passed_on() {
+    let s = Server::start();
+    let mut c = s.conn();
+    int(&mut c, "LOCK.ACQUIRE sem a 30000 SHARED LIMIT 2");
+    int(&mut c, "LOCK.ACQUIRE sem b 30000 SHARED");
+    let gone = Pending::send(s.port, "LOCK.ACQUIRE sem gone 30000 SHARED WAIT 0");
+    wait_for_waiters(&mut c, "sem", 1);
+    let next = Pending::send(s.port, "LOCK.ACQUIRE sem next 30000 SHARED WAIT 0");
+    wait_for_waiters(&mut c, "sem", 2);
+    // Release and hang up in one event-loop turn (the server stopped).
+    let mut release = Pending::connect(s.port);
+    q(&mut c, "PING").unwrap();
+    s.signal("STOP");
+    release.write("LOCK.RELEASE sem a");
+    drop(gone);
+    std::thread::sleep(Duration::from_millis(50));
+    s.signal("CONT");
+    assert_eq!(release.reply(), ":1");
+    next.token();
+    assert_eq!(info_field(&mut c, "lock", "lock_handoffs"), "2");
+    assert_eq!(owners(&mut c, "sem"), ["b", "next"]);
 }
