@@ -700,3 +700,45 @@ fn a_shared_place_handed_to_a_client_that_just_left_is_passed_on() {
     assert_eq!(info_field(&mut c, "lock", "lock_handoffs"), "2");
     assert_eq!(owners(&mut c, "sem"), ["b", "next"]);
 }
+
+/// RDB encoding 2 stores an exclusive lock byte for byte as version 1 did,
+/// so a version-1 payload (the same bytes under a type id ending in
+/// encoding 1, as every RDB and AOF preamble written before shared holds)
+/// still loads; shared holds under encoding 1 do not exist and are refused.
+#[test]
+fn payloads_of_encoding_version_1_still_load() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let t = int(&mut c, "LOCK.ACQUIRE ex alice 60000 REENTRANT");
+    int(&mut c, "LOCK.ACQUIRE ex alice 60000 REENTRANT");
+    int(&mut c, "LOCK.ACQUIRE sem a 60000 SHARED LIMIT 2");
+    let as_version_1 = |c: &mut redis::Connection, key: &str| -> Vec<u8> {
+        let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(c).unwrap();
+        // Module value (7), then the type id as a 64-bit length (0x81 + 8
+        // bytes, big-endian): name in the high 54 bits, encoding in the low 10.
+        assert_eq!(
+            (dump[0], dump[1], dump[9] & 0x03),
+            (7, 0x81, 2),
+            "encoding 2"
+        );
+        let mut body = dump[..dump.len() - 8].to_vec();
+        body[9] = (body[9] & !0x03) | 1;
+        body.extend_from_slice(&crc64(&body).to_le_bytes());
+        body
+    };
+    let restore = |c: &mut redis::Connection, key: &str, payload: &[u8]| {
+        redis::cmd("RESTORE")
+            .arg(key)
+            .arg(0)
+            .arg(payload)
+            .query::<Value>(c)
+    };
+    let old = as_version_1(&mut c, "ex");
+    restore(&mut c, "old", &old).expect("a version-1 lock loads");
+    let (owner, token, ttl, holds, _) = status(&mut c, "old").unwrap();
+    assert_eq!((owner.as_slice(), token, holds), (&b"alice"[..], t, 2));
+    assert!(ttl > 50_000);
+    let shared = as_version_1(&mut c, "sem");
+    assert!(restore(&mut c, "old-sem", &shared).is_err());
+    assert_eq!(int(&mut c, "EXISTS old-sem"), 0);
+}
