@@ -78,7 +78,7 @@ const COMMANDS: [CommandSpec; 8] = [
         flags: c"write deny-oom fast",
         arity: -4,
         key_flags: RW | raw::REDISMODULE_CMD_KEY_INSERT,
-        summary: c"Take a lock for an owner with a TTL; replies a fencing token, or nil when held by another owner",
+        summary: c"Take a lock (exclusive, or SHARED with an optional LIMIT) for an owner with a TTL; replies a fencing token, or nil when not granted",
         acl_categories: "write fast",
     },
     CommandSpec {
@@ -105,7 +105,7 @@ const COMMANDS: [CommandSpec; 8] = [
         flags: c"readonly fast",
         arity: 2,
         key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
-        summary: c"Owner, token, ttl, holds and waiters of a lock; nil when not held",
+        summary: c"Owner, token, ttl, holds and waiters of a lock (mode, limit, holders and waiters of a shared one); nil when not held",
         acl_categories: "read fast",
     },
     CommandSpec {
