@@ -742,3 +742,50 @@ fn payloads_of_encoding_version_1_still_load() {
     assert!(restore(&mut c, "old-sem", &shared).is_err());
     assert_eq!(int(&mut c, "EXISTS old-sem"), 0);
 }
+
+/// Many clients at once, readers and writers through one queue with WAIT:
+/// inside the lock a counter shows how many hold it. Never more than the
+/// limit of readers, a writer always alone, and every writer served while
+/// readers keep coming.
+#[test]
+fn under_concurrent_waiters_the_limit_and_the_writer_hold() {
+    let s = Server::start();
+    let port = s.port;
+    let worker = move |id: usize, exclusive: bool, rounds: usize| {
+        std::thread::spawn(move || {
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+            let mut c = client.get_connection().unwrap();
+            let owner = format!("w{id}");
+            for _ in 0..rounds {
+                let mut acquire = redis::cmd("LOCK.ACQUIRE");
+                acquire.arg("sem").arg(&owner).arg(30_000);
+                if !exclusive {
+                    acquire.arg("SHARED").arg("LIMIT").arg(3);
+                }
+                let token: Option<i64> = acquire.arg("WAIT").arg(20_000).query(&mut c).unwrap();
+                assert!(token.is_some(), "{owner}: not served within 20 s");
+                let inside: i64 = redis::cmd("INCR").arg("inside").query(&mut c).unwrap();
+                if exclusive {
+                    assert_eq!(inside, 1, "{owner}: a writer beside another holder");
+                } else {
+                    assert!(inside <= 3, "{owner}: {inside} holders under LIMIT 3");
+                }
+                let _: i64 = redis::cmd("DECR").arg("inside").query(&mut c).unwrap();
+                let released: i64 = redis::cmd("LOCK.RELEASE")
+                    .arg("sem")
+                    .arg(&owner)
+                    .query(&mut c)
+                    .unwrap();
+                assert_eq!(released, 1);
+            }
+        })
+    };
+    let mut threads: Vec<_> = (0..6).map(|i| worker(i, false, 40)).collect();
+    threads.extend((6..8).map(|i| worker(i, true, 15)));
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut c = s.conn();
+    assert_eq!(int(&mut c, "EXISTS sem"), 0);
+    assert_eq!(info_field(&mut c, "lock", "lock_acquired"), "270");
+}
