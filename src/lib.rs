@@ -12,6 +12,7 @@ pub mod rules {
     pub mod fencing;
     pub mod guard;
     pub mod lock;
+    pub mod shared;
     pub mod stats;
     pub mod waiters;
 
@@ -70,14 +71,14 @@ struct CommandSpec {
 }
 
 const RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
-const COMMANDS: [CommandSpec; 7] = [
+const COMMANDS: [CommandSpec; 8] = [
     CommandSpec {
         name: c"lock.acquire",
         handler: commands::acquire_command,
         flags: c"write deny-oom fast",
         arity: -4,
         key_flags: RW | raw::REDISMODULE_CMD_KEY_INSERT,
-        summary: c"Take a lock for an owner with a TTL; replies a fencing token, or nil when held by another owner",
+        summary: c"Take a lock (exclusive, or SHARED with an optional LIMIT) for an owner with a TTL; replies a fencing token, or nil when not granted",
         acl_categories: "write fast",
     },
     CommandSpec {
@@ -104,7 +105,7 @@ const COMMANDS: [CommandSpec; 7] = [
         flags: c"readonly fast",
         arity: 2,
         key_flags: raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
-        summary: c"Owner, token, ttl, holds and waiters of a lock; nil when not held",
+        summary: c"Owner, token, ttl, holds and waiters of a lock (mode, limit, holders and waiters of a shared one); nil when not held",
         acl_categories: "read fast",
     },
     CommandSpec {
@@ -123,6 +124,15 @@ const COMMANDS: [CommandSpec; 7] = [
         arity: 6,
         key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
         summary: c"Internal: the replicated state of a lock (accepted from a primary or the AOF only)",
+        acl_categories: "write",
+    },
+    CommandSpec {
+        name: c"lock.applyshared",
+        handler: commands::apply_shared_command,
+        flags: c"write",
+        arity: 7,
+        key_flags: raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE,
+        summary: c"Internal: the replicated state of one shared hold (accepted from a primary or the AOF only)",
         acl_categories: "write",
     },
     CommandSpec {

@@ -41,6 +41,44 @@ pub fn majority(nodes: usize) -> usize {
     nodes / 2 + 1
 }
 
+/// Nodes a shared hold needs out of `nodes` when the lock allows at most
+/// `limit` shared holders (`SHARED LIMIT n`); None (an exclusive lock, or
+/// shared without a limit) needs a majority, since every writer majority
+/// meets every reader majority on some node. A limit needs more: with 3
+/// nodes and a limit of 2, three holders could each hold 2 of the 3 nodes
+/// while no node has more than 2. With `q` grants each, `h` holders take
+/// `h·q` places of the `nodes·limit` there are, so requiring
+/// `q·(limit+1) > nodes·limit` leaves no room for `limit + 1` holders.
+///
+/// | nodes | limit 1 | 2 | 3 | 4 | none |
+/// |---|---|---|---|---|---|
+/// | 1 | 1 | 1 | 1 | 1 | 1 |
+/// | 3 | 2 | 3 | 3 | 3 | 2 |
+/// | 5 | 3 | 4 | 4 | 5 | 3 |
+/// | 7 | 4 | 5 | 6 | 6 | 4 |
+///
+/// With 3 nodes every limit above 1 needs all 3 grants, so one node down
+/// stops every limited acquisition: one replicated server (`nodes` = 1) is a
+/// semaphore's natural home.
+///
+/// ```
+/// use redis_lock_client::quorum::shared_quorum;
+/// assert_eq!(shared_quorum(3, None), 2);
+/// assert_eq!(shared_quorum(3, Some(1)), 2);
+/// assert_eq!(shared_quorum(3, Some(2)), 3);
+/// assert_eq!(shared_quorum(5, Some(2)), 4);
+/// ```
+pub fn shared_quorum(nodes: usize, limit: Option<u32>) -> usize {
+    match limit {
+        None => majority(nodes),
+        Some(limit) => {
+            let (n, l) = (nodes as u128, u128::from(limit.max(1)));
+            // The least q with q·(l+1) > n·l; never above n (n·l < n·(l+1)).
+            ((n * l) / (l + 1) + 1).max(1) as usize
+        }
+    }
+}
+
 /// Time the lock is known to be valid after a round that took `elapsed`:
 /// `ttl - elapsed - drift`, with drift = ttl * factor + 2 ms (clock rate
 /// differences between nodes, as in the Redlock spec). None when <= 0.
@@ -290,6 +328,46 @@ impl Tally {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_limited_quorum_leaves_no_room_for_one_holder_more() {
+        use super::shared_quorum;
+        for nodes in 1..=9usize {
+            assert_eq!(shared_quorum(nodes, None), nodes / 2 + 1);
+            assert_eq!(
+                shared_quorum(nodes, Some(1)),
+                nodes / 2 + 1,
+                "limit 1 is a mutex"
+            );
+            for limit in 1..=12u32 {
+                let q = shared_quorum(nodes, Some(limit));
+                let (n, l) = (nodes as u64, u64::from(limit));
+                assert!(q <= nodes, "n={nodes} l={limit}: {q}");
+                assert!(
+                    q as u64 * (l + 1) > n * l,
+                    "n={nodes} l={limit}: {q} too few"
+                );
+                assert!(
+                    (q as u64 - 1) * (l + 1) <= n * l,
+                    "n={nodes} l={limit}: {q} more than needed"
+                );
+            }
+        }
+        // The table in the doc comment.
+        let table = [
+            (1, [1, 1, 1, 1, 1]),
+            (3, [2, 3, 3, 3, 2]),
+            (5, [3, 4, 4, 5, 3]),
+            (7, [4, 5, 6, 6, 4]),
+        ];
+        for (nodes, row) in table {
+            let limits = [Some(1), Some(2), Some(3), Some(4), None];
+            let got: Vec<usize> = limits.iter().map(|&l| shared_quorum(nodes, l)).collect();
+            assert_eq!(got, row, "{nodes} nodes");
+        }
+        assert_eq!(shared_quorum(3, Some(u32::MAX)), 3);
+        assert_eq!(shared_quorum(0, Some(2)), 1, "at least one, as majority()");
+    }
+
     use super::*;
 
     #[test]

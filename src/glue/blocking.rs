@@ -28,6 +28,7 @@ use crate::glue::ffi::{api, bytes, Ctx, Key, RawCtx, RawString, Slot};
 use crate::rules::clock;
 use crate::rules::fencing::TOKENS;
 use crate::rules::lock::{Lock, Millis};
+use crate::rules::shared::{admit, Admit, Current, Shared};
 use crate::rules::stats;
 use crate::rules::waiters::{Check, KeyId, Queues, Waiter};
 use once_cell::sync::Lazy;
@@ -196,6 +197,8 @@ pub fn block(
             min_token: req.min_token,
             deadline,
             ticket,
+            shared: req.shared,
+            limit: req.limit,
         },
     );
     drop(q);
@@ -364,11 +367,26 @@ pub fn settle(ctx: Ctx, name: RawString) {
             ctx.replicate_del(name);
             ctx.notify(c"lock.expire", name);
         }
+        // Holders past their deadline free their places (the whole key
+        // when none is left); live ones stay, and the head may join them.
+        Slot::Shared(_) => crate::glue::commands::drop_expired_holders(ctx, &mut key, name, now),
         Slot::WrongType => {
             drop(key);
             return fail_all(&id, "WRONGTYPE the key no longer holds a lock");
         }
         Slot::Empty => {}
+    }
+    if let Slot::Shared(held) = key.slot() {
+        // Live holders: nothing to do unless the head may join them.
+        let head = queues().front(&id).map(|w| (w.shared, w.limit));
+        let admitted = head.is_some_and(|(shared, limit)| {
+            admit(Current::Shared(held), shared, limit, now) != Admit::Wait
+        });
+        if !admitted {
+            let next = held.next_change(now);
+            drop(key);
+            return arm(ctx, id, next);
+        }
     }
     if let Some(left) = crate::rules::guard::remaining(now) {
         drop(key);
@@ -387,50 +405,107 @@ pub fn settle(ctx: Ctx, name: RawString) {
         key = Key::open(ctx, name, true);
     }
     time_out_due(now);
-    let Some(next) = next_permitted(ctx, name, &id) else {
-        return;
+    // Hand the key to the head of the queue, again and again while the
+    // head may have it: consecutive shared waiters come in together (up to
+    // the limit); an exclusive one only on a free key, and it stops here.
+    loop {
+        let decided = {
+            let q = queues();
+            let Some(head) = q.front(&id) else { break };
+            let current = match key.slot() {
+                Slot::Lock(held) => Current::Exclusive(held),
+                Slot::Shared(held) => Current::Shared(held),
+                Slot::Empty | Slot::WrongType => Current::Free,
+            };
+            admit(current, head.shared, head.limit, now)
+        };
+        if decided == Admit::Wait {
+            break;
+        }
+        let Some(next) = queues().pop_front(&id) else {
+            break;
+        };
+        if decided == Admit::LimitDiffers {
+            unblock(
+                next.handle,
+                Outcome::Error(crate::glue::commands::LIMIT_DIFFERS),
+                &id,
+                next.owner,
+            );
+            continue;
+        }
+        if !permitted(ctx, name, &next) {
+            unblock(next.handle, Outcome::Error(NO_PERMISSION), &id, next.owner);
+            continue;
+        }
+        if next.shared {
+            // A second WAIT of an owner that holds already: a retry.
+            if let Slot::Shared(held) = key.slot() {
+                let limit = held.limit;
+                if let Some(hold) = held.holder_mut(&next.owner, now) {
+                    hold.deadline = now.saturating_add(next.ttl);
+                    let token = hold.token;
+                    ctx.replicate_shared_hold(name, limit, hold, next.ttl);
+                    unblock(next.handle, Outcome::Token(token), &id, next.owner);
+                    continue;
+                }
+            }
+        }
+        let floor = crate::rules::fencing::floor(crate::glue::ffi::wall_micros(), next.min_token);
+        let Some(token) = TOKENS.next(floor) else {
+            drop(key);
+            unblock(
+                next.handle,
+                Outcome::Error(crate::rules::fencing::EXHAUSTED),
+                &id,
+                next.owner,
+            );
+            return fail_all(&id, crate::rules::fencing::EXHAUSTED);
+        };
+        let hold = Lock::new(&next.owner, token, next.ttl, now);
+        if next.shared {
+            let limit = match key.slot() {
+                Slot::Shared(held) => {
+                    held.join(hold.clone(), now);
+                    held.limit
+                }
+                _ => key.set_shared(Shared::new(hold.clone(), next.limit)).limit,
+            };
+            ctx.replicate_shared_hold(name, limit, &hold, next.ttl);
+        } else {
+            let granted = key.set(hold);
+            ctx.replicate_apply(name, granted, next.ttl);
+        }
+        ctx.notify(c"lock.acquire", name);
+        stats::acquired();
+        stats::handed_off();
+        unblock(next.handle, Outcome::Token(token), &id, next.owner);
+        if !next.shared {
+            break;
+        }
+    }
+    let next_check = match key.slot() {
+        Slot::Lock(held) => held.remaining(now),
+        Slot::Shared(held) => held.next_change(now),
+        Slot::Empty | Slot::WrongType => 0,
     };
-    let floor = crate::rules::fencing::floor(crate::glue::ffi::wall_micros(), next.min_token);
-    let Some(token) = TOKENS.next(floor) else {
-        drop(key);
-        unblock(
-            next.handle,
-            Outcome::Error(crate::rules::fencing::EXHAUSTED),
-            &id,
-            next.owner,
-        );
-        return fail_all(&id, crate::rules::fencing::EXHAUSTED);
-    };
-    let granted = key.set(Lock::new(&next.owner, token, next.ttl, now));
-    let token = granted.token;
-    ctx.replicate_apply(name, granted, next.ttl);
     drop(key);
-    ctx.notify(c"lock.acquire", name);
-    stats::acquired();
-    stats::handed_off();
-    unblock(next.handle, Outcome::Token(token), &id, next.owner);
     if queues().waiting(&id) > 0 {
-        arm(ctx, id, next.ttl);
+        arm(ctx, id, next_check);
     }
 }
 
-/// The head of `id`'s queue whose ACL user may still take the lock at
-/// `name` (as a `LOCK.ACQUIRE` of it now); those before it whose access
-/// was revoked while they waited (`ACL SETUSER ... resetkeys`, `-lock.acquire`)
-/// are refused with NOPERM. Granted anyway, such a waiter could neither
-/// release nor extend the lock, and it sat out its whole TTL (Valkey 8.1,
-/// 2026-11-28); a `BLPOP` waiter there gets a permission error too.
-fn next_permitted(ctx: Ctx, name: RawString, id: &KeyId) -> Option<Waiter<usize>> {
-    loop {
-        let next = queues().pop_front(id)?;
-        let client = client_ids().get(&next.handle).copied().unwrap_or(0);
-        let ttl = next.ttl.to_string();
-        let argv: [&[u8]; 4] = [b"lock.acquire", bytes(name), &next.owner, ttl.as_bytes()];
-        if client == 0 || ctx.client_may_run(client, &argv) {
-            return Some(next);
-        }
-        unblock(next.handle, Outcome::Error(NO_PERMISSION), id, next.owner);
-    }
+/// May the ACL user of `waiter` still take the lock at `name` (as a
+/// `LOCK.ACQUIRE` of it now)? A waiter whose access was revoked while it
+/// waited (`ACL SETUSER ... resetkeys`, `-lock.acquire`) is refused with
+/// NOPERM. Granted anyway, such a waiter could neither release nor extend
+/// the lock, and it sat out its whole TTL (Valkey 8.1, 2026-11-28); a
+/// `BLPOP` waiter there gets a permission error too.
+fn permitted(ctx: Ctx, name: RawString, waiter: &Waiter<usize>) -> bool {
+    let client = client_ids().get(&waiter.handle).copied().unwrap_or(0);
+    let ttl = waiter.ttl.to_string();
+    let argv: [&[u8]; 4] = [b"lock.acquire", bytes(name), &waiter.owner, ttl.as_bytes()];
+    client == 0 || ctx.client_may_run(client, &argv)
 }
 
 /// Forget the client id of a handle being unblocked.
@@ -578,13 +653,33 @@ fn take_back(context: &Context, entry: (i32, Box<[u8]>, Box<[u8]>, u64)) {
         if ctx.select_db(db) {
             let name = ctx.create_string(&key);
             let mut handle = Key::open(ctx, name.1, true);
-            if matches!(handle.slot(), Slot::Lock(l) if l.token == token && *l.owner == *owner) {
-                handle.delete();
-                drop(handle);
-                stats::released();
-                ctx.replicate_del(name.1);
-                ctx.notify(c"lock.release", name.1);
-                settle(ctx, name.1);
+            match handle.slot() {
+                Slot::Lock(l) if l.token == token && *l.owner == *owner => {
+                    handle.delete();
+                    drop(handle);
+                    stats::released();
+                    ctx.replicate_del(name.1);
+                    ctx.notify(c"lock.release", name.1);
+                    settle(ctx, name.1);
+                }
+                Slot::Shared(held)
+                    if held
+                        .holders
+                        .iter()
+                        .any(|h| h.token == token && *h.owner == *owner) =>
+                {
+                    let limit = held.limit;
+                    held.remove(&owner);
+                    if held.holders.is_empty() {
+                        handle.delete();
+                    }
+                    drop(handle);
+                    stats::released();
+                    ctx.replicate_shared_drop(name.1, limit, &owner);
+                    ctx.notify(c"lock.release", name.1);
+                    settle(ctx, name.1);
+                }
+                _ => {}
             }
         }
         ctx.select_db(home);

@@ -8,6 +8,7 @@ use crate::rules::clock;
 use crate::rules::config;
 use crate::rules::fencing::{self, TOKENS};
 use crate::rules::lock::{self, Acquire, Lock, Millis, Release};
+use crate::rules::shared::{self, ExclusiveOnShared, Shared, SharedAcquire};
 use crate::rules::{guard, stats};
 use std::ffi::c_int;
 
@@ -45,13 +46,20 @@ entry_point!(extend_command => extend, writes: true);
 entry_point!(status_command => status, writes: false);
 // LOCK.APPLY is accepted only from a primary or the AOF (checked inside).
 entry_point!(apply_command => apply, writes: false);
+entry_point!(apply_shared_command => apply_shared, writes: false);
 entry_point!(fence_command => fence, writes: true);
 entry_point!(server_id_command => server_id, writes: false);
 
-/// Most arguments after the key any LOCK.* command accepts
-/// (`owner ttl-ms WAIT timeout-ms REENTRANT MINTOKEN token TICKET ticket`),
+/// Most arguments after the key any LOCK.* command accepts (`owner ttl-ms
+/// SHARED LIMIT n WAIT timeout-ms REENTRANT MINTOKEN token TICKET ticket`),
 /// plus one so a surplus is seen.
-const MAX_REST: usize = 10;
+const MAX_REST: usize = 13;
+
+/// A shared holder asking for the exclusive lock.
+const NO_UPGRADE: &str =
+    "ERR this owner holds the lock SHARED: release it first (no upgrade from shared to exclusive)";
+/// A `LIMIT` other than the key's.
+pub const LIMIT_DIFFERS: &str = "ERR LIMIT differs from the limit this lock was created with";
 
 /// argv after the key, as byte slices, without a heap allocation (this is
 /// the hot path). Longer argv is cut at MAX_REST, which every parser
@@ -85,6 +93,9 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     let wait = req.wait.filter(|_| ctx.can_block());
     let now = clock::now_ms();
     let mut key = Key::open(ctx, name, true);
+    if req.shared {
+        return acquire_shared(ctx, name, &req, wait, now, key);
+    }
     // An expired lock found here is counted only where it is replaced below:
     // a request refused first (guard, queue) leaves it to the reaper or the
     // hand-off, which count it then.
@@ -126,6 +137,27 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
                 replaces_expired = true;
             }
         },
+        Slot::Shared(held) => match shared::exclusive_on_shared(held, req.owner, now) {
+            ExclusiveOnShared::NoUpgrade => return ctx.error(NO_UPGRADE),
+            ExclusiveOnShared::Busy => {
+                if let Some(e) = new_owner() {
+                    return ctx.error(&e);
+                }
+                tally(ctx, stats::contended);
+                return match wait {
+                    Some(timeout) => {
+                        blocking::block(ctx, name, &req, timeout, held.next_change(now))
+                    }
+                    None => ctx.reply_null(),
+                };
+            }
+            ExclusiveOnShared::Free => {
+                if let Some(e) = new_owner() {
+                    return ctx.error(&e);
+                }
+                replaces_expired = true;
+            }
+        },
     }
     if let Some(left) = guard::remaining(now) {
         return ctx.error(&guard::refusal(left));
@@ -152,6 +184,143 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     ctx.reply_int(granted.token as i64);
 }
 
+/// `LOCK.ACQUIRE key owner ttl-ms SHARED [LIMIT n] ...`: a shared hold
+/// (shared.rs). Every effect replicates as `LOCK.APPLYSHARED`, the state
+/// of one hold, absolute.
+fn acquire_shared(
+    ctx: Ctx,
+    name: RawString,
+    req: &args::AcquireArgs,
+    wait: Option<Millis>,
+    now: Millis,
+    mut key: Key,
+) {
+    let new_owner = || args::owner(req.owner, &limits(ctx)).err();
+    // Holders past their deadline leave first, so that what is decided
+    // and replicated below sees only live ones.
+    drop_expired_holders(ctx, &mut key, name, now);
+    let mut replaces_expired = false;
+    let decided = match key.slot() {
+        Slot::WrongType => return ctx.error(WRONGTYPE),
+        Slot::Empty => SharedAcquire::Free,
+        Slot::Lock(held) => {
+            let decided = shared::on_exclusive(held, req.owner, req.ttl, req.reentrant, now);
+            replaces_expired = decided == SharedAcquire::Free;
+            decided
+        }
+        Slot::Shared(held) => {
+            shared::on_shared(held, req.owner, req.ttl, req.reentrant, req.limit, now)
+        }
+    };
+    match decided {
+        SharedAcquire::LimitDiffers => return ctx.error(LIMIT_DIFFERS),
+        SharedAcquire::Renewed { token, .. } => {
+            let Slot::Shared(held) = key.slot() else {
+                return ctx.error("ERR lock changed under a renewal");
+            };
+            let limit = held.limit;
+            if let Some(hold) = held.holder_mut(req.owner, now) {
+                let remaining = hold.remaining(now);
+                ctx.replicate_shared_hold(name, limit, hold, remaining);
+                blocking::claimed(ctx, name, token);
+                blocking::deadline_moved(ctx, name, remaining);
+            }
+            return ctx.reply_int(token as i64);
+        }
+        SharedAcquire::Downgraded { token } => {
+            let Slot::Lock(held) = key.slot() else {
+                return ctx.error("ERR lock changed under a downgrade");
+            };
+            let hold = held.clone();
+            let remaining = hold.remaining(now);
+            blocking::claimed(ctx, name, token);
+            let shared = key.set_shared(Shared::new(hold, req.limit));
+            ctx.replicate_shared_hold(name, shared.limit, &shared.holders[0], remaining);
+            drop(key);
+            tally(ctx, stats::downgraded);
+            ctx.notify(c"lock.downgrade", name);
+            ctx.reply_int(token as i64);
+            // The shared waiters behind it may come in now.
+            return blocking::settle(ctx, name);
+        }
+        SharedAcquire::Busy => {
+            if let Some(e) = new_owner() {
+                return ctx.error(&e);
+            }
+            tally(ctx, stats::contended);
+            let check_in = match key.slot() {
+                Slot::Lock(held) => held.remaining(now),
+                Slot::Shared(held) => held.next_change(now),
+                _ => 0,
+            };
+            drop(key);
+            return match wait {
+                Some(timeout) => blocking::block(ctx, name, req, timeout, check_in),
+                None => ctx.reply_null(),
+            };
+        }
+        SharedAcquire::Free | SharedAcquire::Join => {
+            if let Some(e) = new_owner() {
+                return ctx.error(&e);
+            }
+        }
+    }
+    if let Some(left) = guard::remaining(now) {
+        return ctx.error(&guard::refusal(left));
+    }
+    // A queue means someone is ahead: a try never overtakes a waiter.
+    if blocking::waiting(ctx, name) > 0 {
+        tally(ctx, stats::contended);
+        drop(key);
+        return match wait {
+            Some(timeout) => blocking::block(ctx, name, req, timeout, 0),
+            None => ctx.reply_null(),
+        };
+    }
+    let floor = fencing::floor(crate::glue::ffi::wall_micros(), req.min_token);
+    let Some(token) = TOKENS.next(floor) else {
+        return ctx.error(fencing::EXHAUSTED);
+    };
+    if replaces_expired {
+        tally(ctx, stats::expired);
+    }
+    let hold = Lock::new(req.owner, token, req.ttl, now);
+    let limit = match key.slot() {
+        Slot::Shared(held) if decided == SharedAcquire::Join => {
+            held.join(hold.clone(), now);
+            held.limit
+        }
+        _ => key.set_shared(Shared::new(hold.clone(), req.limit)).limit,
+    };
+    drop(key);
+    tally(ctx, stats::acquired);
+    ctx.replicate_shared_hold(name, limit, &hold, req.ttl);
+    ctx.notify(c"lock.acquire", name);
+    ctx.reply_int(token as i64);
+}
+
+/// Take out a shared key's holders that are past their deadline, each
+/// replicated as its own removal, counted and announced as an expiry; a
+/// key with no live holder left is deleted (as an expired lock is). Not on
+/// a replica or while replaying: they follow the primary's removals.
+pub fn drop_expired_holders(ctx: Ctx, key: &mut Key, name: RawString, now: Millis) {
+    if ctx.is_replicated_or_aof() {
+        return;
+    }
+    let Slot::Shared(held) = key.slot() else {
+        return;
+    };
+    if held.is_expired(now) {
+        return expire_now(ctx, key, name);
+    }
+    let limit = held.limit;
+    for gone in held.prune(now) {
+        tally(ctx, stats::expired);
+        ctx.replicate_shared_drop(name, limit, &gone.owner);
+        ctx.notify(c"lock.expire", name);
+    }
+}
+
 /// `LOCK.RELEASE key owner` -> 1 released (or one hold dropped), 0 other
 /// owner, -1 not held. Then `owner`'s WAITs queued for the key reply nil
 /// (withdrawn), and a freed lock goes to the head of the queue.
@@ -167,9 +336,36 @@ fn release(ctx: Ctx, argv: &[RawString]) {
     };
     let now = clock::now_ms();
     let mut key = Key::open(ctx, name, true);
+    drop_expired_holders(ctx, &mut key, name, now);
     let outcome = match key.slot() {
         Slot::WrongType => return ctx.error(WRONGTYPE),
         Slot::Empty => Release::NotHeld,
+        Slot::Shared(held) => {
+            let outcome = shared::release(held, owner, now);
+            let limit = held.limit;
+            match outcome {
+                Release::HoldDropped { .. } => {
+                    if let Some(hold) = held.holder_mut(owner, now) {
+                        let remaining = hold.remaining(now);
+                        blocking::claimed(ctx, name, hold.token);
+                        ctx.replicate_shared_hold(name, limit, hold, remaining);
+                    }
+                    tally(ctx, stats::released);
+                }
+                Release::WrongOwner => tally(ctx, stats::wrong_owner),
+                Release::NotHeld => {}
+                Release::Deleted => {
+                    held.remove(owner);
+                    if held.holders.is_empty() {
+                        key.delete();
+                    }
+                    tally(ctx, stats::released);
+                    ctx.replicate_shared_drop(name, limit, owner);
+                    ctx.notify(c"lock.release", name);
+                }
+            }
+            outcome
+        }
         Slot::Lock(held) => {
             let outcome = lock::release(as_primary_saw_it(ctx, held, now), owner, now);
             match outcome {
@@ -275,9 +471,27 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
     };
     let now = clock::now_ms();
     let mut key = Key::open(ctx, name, true);
+    drop_expired_holders(ctx, &mut key, name, now);
     let outcome = match key.slot() {
         Slot::WrongType => return ctx.error(WRONGTYPE),
         Slot::Empty => lock::Extend::NotHeld,
+        Slot::Shared(held) => {
+            let outcome = shared::extend(held, owner, ttl, now);
+            let limit = held.limit;
+            match outcome {
+                lock::Extend::Extended => {
+                    if let Some(hold) = held.holder_mut(owner, now) {
+                        blocking::claimed(ctx, name, hold.token);
+                        blocking::deadline_moved(ctx, name, ttl);
+                        ctx.replicate_shared_hold(name, limit, hold, ttl);
+                    }
+                    tally(ctx, stats::extended);
+                }
+                lock::Extend::WrongOwner => tally(ctx, stats::wrong_owner),
+                lock::Extend::NotHeld => {}
+            }
+            outcome
+        }
         Slot::Lock(held) => {
             let outcome = lock::extend(as_primary_saw_it(ctx, held, now), owner, ttl, now);
             match outcome {
@@ -331,6 +545,21 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
     let outcome = match key.slot() {
         Slot::WrongType => return ctx.error(WRONGTYPE),
         Slot::Empty => lock::Fence::NotHeld,
+        Slot::Shared(held) => {
+            let outcome = shared::fence(held, owner, token, now);
+            let limit = held.limit;
+            match outcome {
+                lock::Fence::Raised { token } => {
+                    TOKENS.observe(token);
+                    if let Some(hold) = held.holder_mut(owner, now) {
+                        ctx.replicate_shared_hold(name, limit, hold, hold.remaining(now));
+                    }
+                }
+                lock::Fence::WrongOwner => tally(ctx, stats::wrong_owner),
+                lock::Fence::NotHeld => {}
+            }
+            outcome
+        }
         Slot::Lock(held) => {
             let outcome = lock::fence(Some(held), owner, token, now);
             match outcome {
@@ -348,6 +577,8 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
 }
 
 /// `LOCK.STATUS key` -> map of owner, token, ttl (ms left), holds, waiters;
+/// for a shared key a map of mode ("shared"), limit (0: none), holders
+/// (each a map of owner, token, ttl, holds, in grant order) and waiters;
 /// nil when not held. Read-only: an expired lock reads as nil and is left
 /// to the reaper.
 fn status(ctx: Ctx, argv: &[RawString]) {
@@ -368,6 +599,28 @@ fn status(ctx: Ctx, argv: &[RawString]) {
             ctx.reply_int(held.remaining(now) as i64);
             ctx.reply_bytes(b"holds");
             ctx.reply_int(i64::from(held.holds));
+            ctx.reply_bytes(b"waiters");
+            ctx.reply_int(blocking::waiting(ctx, argv[1]) as i64);
+        }
+        Slot::Shared(held) if !held.is_expired(now) => {
+            ctx.reply_map(4);
+            ctx.reply_bytes(b"mode");
+            ctx.reply_bytes(b"shared");
+            ctx.reply_bytes(b"limit");
+            ctx.reply_int(i64::from(held.limit.unwrap_or(0)));
+            ctx.reply_bytes(b"holders");
+            ctx.reply_array(held.live(now));
+            for hold in held.holders.iter().filter(|h| !h.is_expired(now)) {
+                ctx.reply_map(4);
+                ctx.reply_bytes(b"owner");
+                ctx.reply_bytes(&hold.owner);
+                ctx.reply_bytes(b"token");
+                ctx.reply_int(hold.token as i64);
+                ctx.reply_bytes(b"ttl");
+                ctx.reply_int(hold.remaining(now) as i64);
+                ctx.reply_bytes(b"holds");
+                ctx.reply_int(i64::from(hold.holds));
+            }
             ctx.reply_bytes(b"waiters");
             ctx.reply_int(blocking::waiting(ctx, argv[1]) as i64);
         }
@@ -438,6 +691,80 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
     // every grant it was sent, and a second owner got them (helper-37).
     // On a replica this feeds the AOF alone; sub-replicas get the
     // primary's stream as it is, and nothing propagates while loading.
+    ctx.replicate_verbatim();
+    ctx.reply_simple(c"OK");
+}
+
+/// `LOCK.APPLYSHARED key limit owner token ttl-ms holds`: the replicated
+/// state of one shared hold, absolute (limit 0: none). `holds` 0 removes
+/// `owner`'s hold (the key goes with its last one); otherwise the hold is
+/// set, turning an exclusive lock of that owner (a downgrade) or anything
+/// else at the key into shared holds. Only accepted from the primary and
+/// the AOF; checked like `LOCK.APPLY`, and never past the limit.
+fn apply_shared(ctx: Ctx, argv: &[RawString]) {
+    if !ctx.is_replicated_or_aof() {
+        return ctx
+            .error("ERR LOCK.APPLYSHARED is internal: only accepted from a primary or the AOF");
+    }
+    let [_, name, limit, owner, token, ttl, holds] = argv else {
+        return ctx.error(&args::wrong_arity("lock.applyshared"));
+    };
+    let numbers = [limit, token, ttl, holds]
+        .map(|&s| std::str::from_utf8(bytes(s)).ok()?.parse::<u64>().ok());
+    let [Some(limit), Some(token), Some(ttl), Some(holds)] = numbers else {
+        return ctx.error(
+            "ERR LOCK.APPLYSHARED limit, token, ttl-ms and holds must be non-negative integers",
+        );
+    };
+    let limit = match limit {
+        0 => None,
+        n if n <= u64::from(shared::MAX_LIMIT) => Some(n as u32),
+        _ => return ctx.error("ERR LOCK.APPLYSHARED refused: limit out of bounds"),
+    };
+    let (owner, now) = (bytes(*owner), clock::now_ms());
+    let mut key = Key::open(ctx, *name, true);
+    if holds == 0 {
+        if let Slot::Shared(held) = key.slot() {
+            held.remove(owner);
+            if held.holders.is_empty() {
+                key.delete();
+            }
+        }
+        ctx.replicate_verbatim();
+        return ctx.reply_simple(c"OK");
+    }
+    let hold = match lock::from_stored(owner, token, ttl, holds, &args::Limits::CEILING, now) {
+        Ok(hold) => hold,
+        Err(why) => return ctx.error(&format!("ERR LOCK.APPLYSHARED refused: {why}")),
+    };
+    if hold.token > fencing::replay_ceiling(crate::glue::ffi::wall_micros()) {
+        return ctx.error(
+            "ERR LOCK.APPLYSHARED refused: token more than an hour above this server's clock",
+        );
+    }
+    match key.slot() {
+        Slot::Shared(held) => {
+            let others = held
+                .holders
+                .iter()
+                .filter(|h| h.owner != hold.owner)
+                .count();
+            if limit.is_some_and(|l| others >= l as usize) {
+                return ctx.error("ERR LOCK.APPLYSHARED refused: more holders than the limit");
+            }
+            TOKENS.observe(hold.token);
+            held.limit = limit;
+            match held.holders.iter_mut().find(|h| h.owner == hold.owner) {
+                Some(mine) => *mine = hold,
+                None => held.holders.push(hold),
+            }
+        }
+        _ => {
+            TOKENS.observe(hold.token);
+            key.set_shared(Shared::new(hold, limit));
+        }
+    }
+    // Into this replica's own AOF, as LOCK.APPLY does.
     ctx.replicate_verbatim();
     ctx.reply_simple(c"OK");
 }

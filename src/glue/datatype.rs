@@ -1,7 +1,11 @@
 //! The `redislock` data type: how a lock value is saved, loaded, rewritten
 //! into the AOF, copied, measured and freed.
 //!
-//! RDB layout (encoding version 1): owner, token, remaining ttl-ms, holds.
+//! RDB layout, encoding version 2: an exclusive lock is owner, token,
+//! remaining ttl-ms, holds, byte for byte as in version 1 (which still
+//! loads). Shared holds start with an empty owner, which no lock can have,
+//! then the limit (0: none), the holder count, and each holder as an
+//! exclusive lock is stored.
 //! The remaining TTL (not a wall-clock deadline) is stored so a loaded lock
 //! gets at least the time it had left and a clock jump changes nothing. The
 //! token counter travels as aux data before the keyspace.
@@ -9,14 +13,17 @@
 use crate::rules::args::Limits;
 use crate::rules::clock;
 use crate::rules::fencing::{self, TOKENS};
-use crate::rules::lock::{self, Lock};
+use crate::rules::lock::{self, Lock, Value};
+use crate::rules::shared::{self, Shared};
 use crate::rules::stats;
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 use std::ffi::{c_char, c_int, c_longlong, c_void};
 use std::mem::size_of;
 
-const ENCODING_VERSION: i32 = 1;
+const ENCODING_VERSION: i32 = 2;
+/// Exclusive locks only (RDBs written before shared holds).
+const ENCODING_VERSION_EXCLUSIVE: i32 = 1;
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
     "redislock",
@@ -50,22 +57,44 @@ pub fn raw_type() -> *mut raw::RedisModuleType {
 
 /// The lock behind a value pointer Redis hands to a type callback.
 ///
-/// SAFETY: Redis only passes values it got from us, i.e. `Box<Lock>`s.
-unsafe fn value<'a>(ptr: *mut c_void) -> &'a mut Lock {
-    &mut *ptr.cast::<Lock>()
+/// SAFETY: Redis only passes values it got from us, i.e. `Box<Value>`s.
+unsafe fn value<'a>(ptr: *mut c_void) -> &'a mut Value {
+    &mut *ptr.cast::<Value>()
 }
 
-fn boxed(lock: Lock) -> *mut c_void {
+fn boxed(value: Value) -> *mut c_void {
     stats::lock_created();
-    Box::into_raw(Box::new(lock)).cast()
+    Box::into_raw(Box::new(value)).cast()
+}
+
+/// Every holder of a value (one for an exclusive lock).
+fn holders(value: &Value) -> &[Lock] {
+    match value {
+        Value::Exclusive(lock) => std::slice::from_ref(lock),
+        Value::Shared(shared) => &shared.holders,
+    }
+}
+
+unsafe fn save_hold(io: *mut raw::RedisModuleIO, lock: &Lock, now: lock::Millis) {
+    raw::save_slice(io, &lock.owner);
+    raw::save_unsigned(io, lock.token);
+    raw::save_unsigned(io, lock.remaining(now));
+    raw::save_unsigned(io, u64::from(lock.holds));
 }
 
 unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, ptr: *mut c_void) {
-    let lock = value(ptr);
-    raw::save_slice(io, &lock.owner);
-    raw::save_unsigned(io, lock.token);
-    raw::save_unsigned(io, lock.remaining(clock::now_ms()));
-    raw::save_unsigned(io, u64::from(lock.holds));
+    let now = clock::now_ms();
+    match value(ptr) {
+        Value::Exclusive(lock) => save_hold(io, lock, now),
+        Value::Shared(shared) => {
+            raw::save_slice(io, b"");
+            raw::save_unsigned(io, u64::from(shared.limit.unwrap_or(0)));
+            raw::save_unsigned(io, shared.holders.len() as u64);
+            for hold in &shared.holders {
+                save_hold(io, hold, now);
+            }
+        }
+    }
 }
 
 /// Loads one lock. With `REDISMODULE_OPTIONS_HANDLE_IO_ERRORS` (set in
@@ -73,37 +102,60 @@ unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, ptr: *mut c_void) {
 /// instead of killing the server; returning NULL refuses the load (RESTORE
 /// replies with an error, a corrupt RDB stops loading as Redis decides).
 unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    if encver != ENCODING_VERSION {
+    if encver != ENCODING_VERSION && encver != ENCODING_VERSION_EXCLUSIVE {
         return std::ptr::null_mut();
     }
-    let read = || -> Result<Lock, &'static str> {
+    let read = || -> Result<Value, &'static str> {
         let short = |_| "short read";
-        let owner = raw::load_string_buffer(io).map_err(short)?;
-        let token = raw::load_unsigned(io).map_err(short)?;
-        let remaining = raw::load_unsigned(io).map_err(short)?;
-        let holds = raw::load_unsigned(io).map_err(short)?;
         let now = clock::now_ms();
         let source = Source::of(io);
         let limits = match source {
             Source::Primary => crate::rules::config::limits(),
             Source::Loading | Source::Replica => Limits::CEILING,
         };
-        let lock = lock::from_stored(owner.as_ref(), token, remaining, holds, &limits, now)?;
-        match source {
-            Source::Primary => restore_is_a_grant(&lock, now)?,
-            Source::Replica
-                if lock.token > fencing::replay_ceiling(crate::glue::ffi::wall_micros()) =>
-            {
-                return Err("token more than an hour above the server's clock");
+        let read_hold = |owner: &[u8]| -> Result<Lock, &'static str> {
+            let token = raw::load_unsigned(io).map_err(short)?;
+            let remaining = raw::load_unsigned(io).map_err(short)?;
+            let holds = raw::load_unsigned(io).map_err(short)?;
+            let lock = lock::from_stored(owner, token, remaining, holds, &limits, now)?;
+            match source {
+                Source::Primary => restore_is_a_grant(&lock, now)?,
+                Source::Replica
+                    if lock.token > fencing::replay_ceiling(crate::glue::ffi::wall_micros()) =>
+                {
+                    return Err("token more than an hour above the server's clock");
+                }
+                Source::Replica | Source::Loading => {}
             }
-            Source::Replica | Source::Loading => {}
+            Ok(lock)
+        };
+        let owner = raw::load_string_buffer(io).map_err(short)?;
+        if !owner.as_ref().is_empty() || encver == ENCODING_VERSION_EXCLUSIVE {
+            return Ok(Value::Exclusive(read_hold(owner.as_ref())?));
         }
-        Ok(lock)
+        let limit = raw::load_unsigned(io).map_err(short)?;
+        let count = raw::load_unsigned(io).map_err(short)?;
+        // The count is checked against the limit before anything is read,
+        // and nothing is reserved for it: a forged count ends in a short
+        // read, not a huge allocation.
+        if count == 0 || (limit != 0 && count > limit) {
+            return Err("more holders than the limit");
+        }
+        let mut holders = Vec::new();
+        for _ in 0..count {
+            let owner = raw::load_string_buffer(io).map_err(short)?;
+            holders.push(read_hold(owner.as_ref())?);
+        }
+        Ok(Value::Shared(Box::new(shared::from_stored(
+            holders, limit,
+        )?)))
     };
     match std::panic::catch_unwind(read) {
-        Ok(Ok(lock)) => {
-            TOKENS.observe(lock.token);
-            boxed(lock)
+        Ok(Ok(value)) => {
+            for hold in holders(&value) {
+                TOKENS.observe(hold.token);
+            }
+            boxed(value)
         }
         Ok(Err(why)) => {
             log_refusal(io, why);
@@ -180,14 +232,22 @@ fn log_refusal(io: *mut raw::RedisModuleIO, why: &str) {
 /// DEBUG DIGEST / DEBUG DIGEST-VALUE: what a replica must agree on. The
 /// deadline is left out: it is monotonic time, local to each server.
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, ptr: *mut c_void) {
-    let lock = value(ptr);
-    crate::glue::ffi::api!(RedisModule_DigestAddStringBuffer)(
-        md,
-        lock.owner.as_ptr().cast::<c_char>().cast_mut(),
-        lock.owner.len(),
-    );
-    crate::glue::ffi::api!(RedisModule_DigestAddLongLong)(md, lock.token as c_longlong);
-    crate::glue::ffi::api!(RedisModule_DigestAddLongLong)(md, c_longlong::from(lock.holds));
+    let value = value(ptr);
+    if let Value::Shared(shared) = value {
+        crate::glue::ffi::api!(RedisModule_DigestAddLongLong)(
+            md,
+            c_longlong::from(shared.limit.unwrap_or(0)),
+        );
+    }
+    for lock in holders(value) {
+        crate::glue::ffi::api!(RedisModule_DigestAddStringBuffer)(
+            md,
+            lock.owner.as_ptr().cast::<c_char>().cast_mut(),
+            lock.owner.len(),
+        );
+        crate::glue::ffi::api!(RedisModule_DigestAddLongLong)(md, lock.token as c_longlong);
+        crate::glue::ffi::api!(RedisModule_DigestAddLongLong)(md, c_longlong::from(lock.holds));
+    }
     crate::glue::ffi::api!(RedisModule_DigestEndSequence)(md);
 }
 
@@ -196,28 +256,57 @@ unsafe extern "C" fn aof_rewrite(
     key: *mut raw::RedisModuleString,
     ptr: *mut c_void,
 ) {
-    let lock = value(ptr);
-    // "sblll" matches: key, owner buffer + length, token, remaining, holds.
-    crate::glue::ffi::api!(RedisModule_EmitAOF)(
-        aof,
-        c"LOCK.APPLY".as_ptr(),
-        c"sblll".as_ptr(),
-        key,
-        lock.owner.as_ptr().cast::<c_char>(),
-        lock.owner.len(),
-        lock.token as c_longlong,
-        lock.remaining(clock::now_ms()) as c_longlong,
-        c_longlong::from(lock.holds),
-    );
+    let now = clock::now_ms();
+    match value(ptr) {
+        Value::Exclusive(lock) => {
+            // "sblll" matches: key, owner buffer + length, token, remaining, holds.
+            crate::glue::ffi::api!(RedisModule_EmitAOF)(
+                aof,
+                c"LOCK.APPLY".as_ptr(),
+                c"sblll".as_ptr(),
+                key,
+                lock.owner.as_ptr().cast::<c_char>(),
+                lock.owner.len(),
+                lock.token as c_longlong,
+                lock.remaining(now) as c_longlong,
+                c_longlong::from(lock.holds),
+            );
+        }
+        Value::Shared(shared) => {
+            // One line per holder, each adding its hold (commands.rs).
+            for lock in &shared.holders {
+                // "slblll": key, limit, owner buffer + length, token, remaining, holds.
+                crate::glue::ffi::api!(RedisModule_EmitAOF)(
+                    aof,
+                    c"LOCK.APPLYSHARED".as_ptr(),
+                    c"slblll".as_ptr(),
+                    key,
+                    c_longlong::from(shared.limit.unwrap_or(0)),
+                    lock.owner.as_ptr().cast::<c_char>(),
+                    lock.owner.len(),
+                    lock.token as c_longlong,
+                    lock.remaining(now) as c_longlong,
+                    c_longlong::from(lock.holds),
+                );
+            }
+        }
+    }
 }
 
 unsafe extern "C" fn mem_usage(ptr: *const c_void) -> usize {
-    let lock = &*ptr.cast::<Lock>();
-    size_of::<Lock>() + lock.owner.len()
+    match &*ptr.cast::<Value>() {
+        Value::Exclusive(lock) => size_of::<Value>() + lock.owner.len(),
+        Value::Shared(shared) => {
+            size_of::<Value>()
+                + size_of::<Shared>()
+                + shared.holders.capacity() * size_of::<Lock>()
+                + shared.holders.iter().map(|h| h.owner.len()).sum::<usize>()
+        }
+    }
 }
 
 unsafe extern "C" fn free(ptr: *mut c_void) {
-    drop(Box::from_raw(ptr.cast::<Lock>()));
+    drop(Box::from_raw(ptr.cast::<Value>()));
     stats::lock_freed();
 }
 
@@ -233,13 +322,13 @@ unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const
     });
 }
 
-/// COPY: an independent lock with the same owner, token and deadline.
+/// COPY: an independent lock with the same holders, tokens and deadlines.
 unsafe extern "C" fn copy(
     _from: *mut raw::RedisModuleString,
     _to: *mut raw::RedisModuleString,
     ptr: *const c_void,
 ) -> *mut c_void {
-    boxed((*ptr.cast::<Lock>()).clone())
+    boxed((*ptr.cast::<Value>()).clone())
 }
 
 unsafe extern "C" fn aux_save(io: *mut raw::RedisModuleIO, _when: c_int) {
@@ -247,7 +336,7 @@ unsafe extern "C" fn aux_save(io: *mut raw::RedisModuleIO, _when: c_int) {
 }
 
 unsafe extern "C" fn aux_load(io: *mut raw::RedisModuleIO, encver: c_int, _when: c_int) -> c_int {
-    if encver != ENCODING_VERSION {
+    if encver != ENCODING_VERSION && encver != ENCODING_VERSION_EXCLUSIVE {
         return raw::REDISMODULE_ERR as c_int;
     }
     match raw::load_unsigned(io) {

@@ -1,7 +1,8 @@
 //! The thin unsafe layer between Redis and the lock logic: argv access,
 //! replies, key handles and replication. Nothing here decides anything.
 
-use crate::rules::lock::Lock;
+use crate::rules::lock::{Lock, Value};
+use crate::rules::shared::Shared;
 use redis_module::raw;
 use std::ffi::{c_char, c_int, c_longlong, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -120,6 +121,10 @@ impl Ctx {
     pub fn reply_map(self, pairs: usize) {
         // SAFETY: as above; RESP2 clients get a flat array of 2*pairs.
         unsafe { api!(RedisModule_ReplyWithMap)(self.0, pairs as _) };
+    }
+    pub fn reply_array(self, len: usize) {
+        // SAFETY: as above.
+        unsafe { api!(RedisModule_ReplyWithArray)(self.0, len as _) };
     }
     pub fn reply_simple(self, s: &CStr) {
         // SAFETY: s is NUL-terminated.
@@ -289,6 +294,51 @@ impl Ctx {
         };
     }
 
+    /// Propagate one shared holder's state absolutely
+    /// (`LOCK.APPLYSHARED key limit owner token ttl-ms holds`, limit 0 for
+    /// none): a grant, renewal, extension, fence or downgrade of that hold.
+    pub fn replicate_shared_hold(
+        self,
+        key: RawString,
+        limit: Option<u32>,
+        hold: &Lock,
+        remaining: u64,
+    ) {
+        self.replicate_shared(key, limit, &hold.owner, hold.token, remaining, hold.holds);
+    }
+
+    /// Propagate that `owner`'s shared hold is gone (released, expired,
+    /// taken back): `LOCK.APPLYSHARED key limit owner 0 0 0`.
+    pub fn replicate_shared_drop(self, key: RawString, limit: Option<u32>, owner: &[u8]) {
+        self.replicate_shared(key, limit, owner, 0, 0, 0);
+    }
+
+    fn replicate_shared(
+        self,
+        key: RawString,
+        limit: Option<u32>,
+        owner: &[u8],
+        token: u64,
+        ttl: u64,
+        holds: u32,
+    ) {
+        // SAFETY: "slblll" matches the six arguments that follow.
+        unsafe {
+            api!(RedisModule_Replicate)(
+                self.0,
+                c"LOCK.APPLYSHARED".as_ptr(),
+                c"slblll".as_ptr(),
+                key,
+                c_longlong::from(limit.unwrap_or(0)),
+                owner.as_ptr().cast::<c_char>(),
+                owner.len(),
+                token as c_longlong,
+                ttl as c_longlong,
+                c_longlong::from(holds),
+            )
+        };
+    }
+
     /// Propagate a fresh grant made by `LOCK.ACQUIRE key owner ttl-ms ...`
     /// as `LOCK.APPLY key owner token ttl-ms 1`, reusing the command's own
     /// argument objects: only the token string is new (the hot path).
@@ -359,7 +409,9 @@ impl Drop for OwnedString {
 /// What a key holds, as far as the lock commands care.
 pub enum Slot<'a> {
     Empty,
+    /// An exclusive lock (the hot path, as before shared holds existed).
     Lock(&'a mut Lock),
+    Shared(&'a mut Shared),
     WrongType,
 }
 
@@ -396,7 +448,10 @@ impl Key {
                 raw::REDISMODULE_KEYTYPE_MODULE
                     if api!(RedisModule_ModuleTypeGetType)(self.ptr) == self.lock_type =>
                 {
-                    Slot::Lock(&mut *api!(RedisModule_ModuleTypeGetValue)(self.ptr).cast::<Lock>())
+                    match &mut *api!(RedisModule_ModuleTypeGetValue)(self.ptr).cast::<Value>() {
+                        Value::Exclusive(lock) => Slot::Lock(lock),
+                        Value::Shared(shared) => Slot::Shared(shared),
+                    }
                 }
                 _ => Slot::WrongType,
             }
@@ -404,17 +459,32 @@ impl Key {
     }
 
     /// The lock behind a key handle Redis opened for us (SCAN callback).
-    pub fn peek<'a>(key: *mut raw::RedisModuleKey) -> Option<&'a Lock> {
+    pub fn peek<'a>(key: *mut raw::RedisModuleKey) -> Option<&'a Value> {
         // SAFETY: a live key handle; the value is ours when the type matches.
         unsafe {
             (!key.is_null() && api!(RedisModule_ModuleTypeGetType)(key) == lock_type())
-                .then(|| &*api!(RedisModule_ModuleTypeGetValue)(key).cast::<Lock>())
+                .then(|| &*api!(RedisModule_ModuleTypeGetValue)(key).cast::<Value>())
         }
     }
 
     /// Store a lock (replacing whatever was there) and return it in place.
     pub fn set(&mut self, lock: Lock) -> &mut Lock {
-        let value = Box::into_raw(Box::new(lock));
+        match self.set_value(Value::Exclusive(lock)) {
+            Value::Exclusive(lock) => lock,
+            Value::Shared(_) => unreachable!("just stored an exclusive lock"),
+        }
+    }
+
+    /// Store shared holds (replacing whatever was there), in place.
+    pub fn set_shared(&mut self, shared: Shared) -> &mut Shared {
+        match self.set_value(Value::Shared(Box::new(shared))) {
+            Value::Shared(shared) => shared,
+            Value::Exclusive(_) => unreachable!("just stored shared holds"),
+        }
+    }
+
+    fn set_value(&mut self, value: Value) -> &mut Value {
+        let value = Box::into_raw(Box::new(value));
         crate::rules::stats::lock_created();
         // SAFETY: key opened for write; Redis owns the box from here and
         // gives it back to `datatype::free`.

@@ -98,8 +98,8 @@ unsafe extern "C" fn collect(
     // `key` is a read handle Redis opened for this callback.
     let found = &mut *found.cast::<Found>();
     found.scanned += 1;
-    if let Some(lock) = Key::peek(key) {
-        if lock.is_expired(found.now) {
+    if let Some(value) = Key::peek(key) {
+        if value.has_expired_holder(found.now) {
             found.expired.push(bytes(name).to_vec());
         }
     }
@@ -165,12 +165,20 @@ pub fn tick(ctx: Ctx, budget: Duration) {
     ctx.select_db(home_db);
 }
 
-/// Delete the lock at `name` in the selected db if it is still expired.
+/// Delete the lock at `name` in the selected db if it is still expired;
+/// take out a shared key's expired holders (the key with the last one).
 fn expire(ctx: Ctx, name: &[u8], now: Millis) -> bool {
     let name = ctx.create_string(name);
     let mut key = Key::open(ctx, name.1, true);
-    if !matches!(key.slot(), Slot::Lock(lock) if lock.is_expired(now)) {
-        return false;
+    match key.slot() {
+        Slot::Lock(lock) if lock.is_expired(now) => {}
+        Slot::Shared(held) if held.holders.iter().any(|h| h.is_expired(now)) => {
+            crate::glue::commands::drop_expired_holders(ctx, &mut key, name.1, now);
+            drop(key);
+            crate::glue::blocking::settle(ctx, name.1);
+            return true;
+        }
+        _ => return false,
     }
     key.delete();
     drop(key);

@@ -43,6 +43,10 @@ pub struct AcquireArgs<'a> {
     /// at arrival. A quorum client sends the same ticket to every node, so
     /// that all their queues agree on who is next.
     pub ticket: Option<u64>,
+    /// `SHARED`: a shared hold (read-write lock, semaphore; shared.rs).
+    pub shared: bool,
+    /// `LIMIT n` (only with SHARED): at most n shared holders.
+    pub limit: Option<u32>,
 }
 
 pub type ArgResult<T> = Result<T, String>;
@@ -93,7 +97,8 @@ fn parse_u64(raw: &[u8]) -> Option<u64> {
 /// enough to stay a valid Redis timeout.
 pub const MAX_WAIT: Millis = i32::MAX as Millis;
 
-/// `owner ttl-ms [WAIT timeout-ms] [REENTRANT] [MINTOKEN token] [TICKET ticket]`
+/// `owner ttl-ms [SHARED] [LIMIT n] [WAIT timeout-ms] [REENTRANT] [MINTOKEN token]
+/// [TICKET ticket]`
 /// (argv after the key).
 pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<'a>> {
     let [raw_owner, raw_ttl, options @ ..] = args else {
@@ -106,6 +111,8 @@ pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<
         reentrant: false,
         min_token: 0,
         ticket: None,
+        shared: false,
+        limit: None,
     };
     let mut rest = options.iter();
     while let Some(opt) = rest.next() {
@@ -134,6 +141,23 @@ pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<
                 "TICKET ticket",
                 crate::rules::fencing::MAX_TOKEN,
             )?);
+        } else if opt.eq_ignore_ascii_case(b"SHARED") {
+            if req.shared {
+                return Err("ERR option SHARED given more than once".into());
+            }
+            req.shared = true;
+        } else if opt.eq_ignore_ascii_case(b"LIMIT") {
+            if req.limit.is_some() {
+                return Err("ERR option LIMIT given more than once".into());
+            }
+            let raw = rest
+                .next()
+                .ok_or_else(|| "ERR option LIMIT needs a count".to_string())?;
+            let max = Millis::from(crate::rules::shared::MAX_LIMIT);
+            let n = parse_u64(raw)
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| format!("ERR LIMIT must be an integer from 1 to {max}"))?;
+            req.limit = Some(n as u32);
         } else if opt.eq_ignore_ascii_case(b"WAIT") {
             if req.wait.is_some() {
                 return Err("ERR option WAIT given more than once".into());
@@ -151,6 +175,9 @@ pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<
     }
     if req.ticket.is_some() && req.wait.is_none() {
         return Err("ERR option TICKET needs WAIT (it orders the wait queue)".into());
+    }
+    if req.limit.is_some() && !req.shared {
+        return Err("ERR option LIMIT needs SHARED (it bounds shared holders)".into());
     }
     Ok(req)
 }
@@ -261,6 +288,48 @@ mod tests {
         );
         assert!(err(&["a", "5", "TICKET", "7"]).starts_with("ERR option TICKET needs WAIT"));
         assert!(err(&["a", "5", "TICKET", "7", "REENTRANT"]).contains("needs WAIT"));
+    }
+
+    #[test]
+    fn shared_and_limit() {
+        let a = parse(&["a", "5", "shared"]).unwrap();
+        assert_eq!((a.shared, a.limit), (true, None));
+        let a = parse(&["a", "5", "LIMIT", "3", "WAIT", "0", "Shared"]).unwrap();
+        assert_eq!((a.shared, a.limit, a.wait), (true, Some(3), Some(0)));
+        let a = parse(&["a", "5", "SHARED", "LIMIT", "2147483647"]).unwrap();
+        assert_eq!(a.limit, Some(2147483647));
+        let err = |args: &[&str]| parse(args).unwrap_err();
+        assert_eq!(
+            err(&["a", "5", "LIMIT", "3"]),
+            "ERR option LIMIT needs SHARED (it bounds shared holders)"
+        );
+        for bad in [
+            "0",
+            "-1",
+            "2147483648",
+            "x",
+            "",
+            "1.5",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(
+                err(&["a", "5", "SHARED", "LIMIT", bad]),
+                "ERR LIMIT must be an integer from 1 to 2147483647",
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            err(&["a", "5", "SHARED", "LIMIT"]),
+            "ERR option LIMIT needs a count"
+        );
+        assert_eq!(
+            err(&["a", "5", "SHARED", "LIMIT", "1", "LIMIT", "1"]),
+            "ERR option LIMIT given more than once"
+        );
+        assert_eq!(
+            err(&["a", "5", "SHARED", "shared"]),
+            "ERR option SHARED given more than once"
+        );
     }
 
     #[test]

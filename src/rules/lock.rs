@@ -45,6 +45,34 @@ impl Lock {
     }
 }
 
+/// What a lock key holds: one exclusive holder (the mutex, unchanged and as
+/// small as before: the shared variant is a pointer that fits beside the
+/// owner's non-null niche, so `Value` is exactly as large as `Lock`), or
+/// shared holders (read-write lock, semaphore; see `shared.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Exclusive(Lock),
+    Shared(Box<crate::rules::shared::Shared>),
+}
+
+impl Value {
+    /// No live holder left: the key reads as empty.
+    pub fn is_expired(&self, now: Millis) -> bool {
+        match self {
+            Value::Exclusive(lock) => lock.is_expired(now),
+            Value::Shared(shared) => shared.is_expired(now),
+        }
+    }
+
+    /// Some holder is past its deadline (the reaper removes it).
+    pub fn has_expired_holder(&self, now: Millis) -> bool {
+        match self {
+            Value::Exclusive(lock) => lock.is_expired(now),
+            Value::Shared(shared) => shared.holders.iter().any(|h| h.is_expired(now)),
+        }
+    }
+}
+
 /// A lock's stored form (RDB, RESTORE payload, LOCK.APPLY): checked against
 /// the same bounds a grant obeys before it becomes a lock, so that no
 /// payload can create one that never expires, cannot be released, or

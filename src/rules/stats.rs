@@ -16,6 +16,7 @@ static HANDOFFS: AtomicU64 = AtomicU64::new(0);
 static WAIT_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 static WAITS_WITHDRAWN: AtomicU64 = AtomicU64::new(0);
 static APPLIED: AtomicU64 = AtomicU64::new(0);
+static DOWNGRADED: AtomicU64 = AtomicU64::new(0);
 
 pub fn lock_created() {
     HELD.fetch_add(1, Relaxed);
@@ -53,6 +54,10 @@ pub fn wait_timed_out() {
 pub fn wait_withdrawn() {
     WAITS_WITHDRAWN.fetch_add(1, Relaxed);
 }
+/// An exclusive holder turned its lock into a shared hold.
+pub fn downgraded() {
+    DOWNGRADED.fetch_add(1, Relaxed);
+}
 /// A lock command from a primary's replication stream or the AOF: applied
 /// as decided elsewhere (or before), counted here and in no other counter.
 pub fn applied() {
@@ -60,7 +65,7 @@ pub fn applied() {
 }
 
 /// A snapshot of every counter, named as INFO shows them.
-pub fn counters() -> [(&'static str, u64); 13] {
+pub fn counters() -> [(&'static str, u64); 14] {
     [
         ("held", HELD.load(Relaxed).max(0) as u64),
         ("acquired", ACQUIRED.load(Relaxed)),
@@ -74,6 +79,7 @@ pub fn counters() -> [(&'static str, u64); 13] {
         ("wait_timeouts", WAIT_TIMEOUTS.load(Relaxed)),
         ("waits_withdrawn", WAITS_WITHDRAWN.load(Relaxed)),
         ("applied", APPLIED.load(Relaxed)),
+        ("downgraded", DOWNGRADED.load(Relaxed)),
         ("last_token", crate::rules::fencing::TOKENS.last()),
     ]
 }

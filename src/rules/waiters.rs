@@ -45,6 +45,9 @@ pub struct Waiter<H> {
     pub deadline: Option<Millis>,
     /// Orders the queue (lowest first): `TICKET`, or the arrival time in µs.
     pub ticket: u64,
+    /// A `SHARED` request, and its `LIMIT` (see `shared::admit`).
+    pub shared: bool,
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -135,6 +138,15 @@ impl<H: Copy + Eq + Hash> Queues<H> {
             .or_default()
             .insert(place);
         queue.waiters.insert(place, waiter);
+    }
+
+    /// The head of `key`'s queue, left in place.
+    pub fn front(&self, key: &KeyId) -> Option<&Waiter<H>> {
+        self.by_key
+            .get(key)?
+            .waiters
+            .first_key_value()
+            .map(|(_, w)| w)
     }
 
     /// Take the head of `key`'s queue.
@@ -315,6 +327,8 @@ mod tests {
             ttl: 100,
             deadline: None,
             ticket: 1_000,
+            shared: false,
+            limit: None,
         }
     }
 
@@ -387,6 +401,7 @@ mod tests {
         q.push(key("b"), waiter(9));
         assert_eq!(q.waiting(&key("a")), 3);
         assert_eq!(q.total(), 4);
+        assert_eq!(q.front(&key("a")).unwrap().handle, 1, "front leaves it");
         assert_eq!(q.pop_front(&key("a")).unwrap().handle, 1);
         assert_eq!(q.pop_front(&key("a")).unwrap().handle, 2);
         assert_eq!(q.pop_front(&key("b")).unwrap().handle, 9);

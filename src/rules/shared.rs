@@ -1,0 +1,510 @@
+//! Shared holds: a read-write lock (`SHARED`) and a counting semaphore
+//! (`SHARED LIMIT n`) on the same key type and queue as the exclusive lock.
+//! Pure Rust, no FFI, unit-tested here and in `model_tests.rs`.
+//!
+//! Each shared holder is a `Lock` of its own (owner, token, deadline,
+//! reentrant holds), so RELEASE, EXTEND and FENCE act on that owner's hold
+//! alone, and a holder past its deadline frees only its own place. Like an
+//! exclusive lock, a holder past its deadline counts as absent everywhere;
+//! the glue removes such holders (and replicates their removal) before it
+//! acts on a key, so a grant never lands beside a stale copy of itself.
+
+use crate::rules::lock::{self, Lock, Millis};
+
+/// Largest `LIMIT`: 2^31 − 1, as the issue and a signed 32-bit count allow.
+pub const MAX_LIMIT: u32 = i32::MAX as u32;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shared {
+    /// In grant order (a downgraded exclusive holder first).
+    pub holders: Vec<Lock>,
+    /// At most this many holders at once; None: unlimited (readers).
+    pub limit: Option<u32>,
+}
+
+impl Shared {
+    /// A shared key with its first holder; the first grant sets the limit.
+    pub fn new(first: Lock, limit: Option<u32>) -> Shared {
+        Shared {
+            holders: vec![first],
+            limit,
+        }
+    }
+
+    pub fn live(&self, now: Millis) -> usize {
+        self.holders.iter().filter(|h| !h.is_expired(now)).count()
+    }
+
+    /// No live holder left: the key reads as empty.
+    pub fn is_expired(&self, now: Millis) -> bool {
+        self.holders.iter().all(|h| h.is_expired(now))
+    }
+
+    /// Milliseconds until the next live holder's deadline (when a place may
+    /// free up for a waiter); 0 when none is live.
+    pub fn next_change(&self, now: Millis) -> Millis {
+        self.holders
+            .iter()
+            .filter(|h| !h.is_expired(now))
+            .map(|h| h.remaining(now))
+            .min()
+            .unwrap_or(0)
+    }
+
+    pub fn has_room(&self, now: Millis) -> bool {
+        self.limit
+            .is_none_or(|limit| self.live(now) < limit as usize)
+    }
+
+    /// The live hold of `owner`.
+    pub fn holder_mut(&mut self, owner: &[u8], now: Millis) -> Option<&mut Lock> {
+        self.holders
+            .iter_mut()
+            .find(|h| &*h.owner == owner && !h.is_expired(now))
+    }
+
+    /// Take out every holder past its deadline; the glue replicates each
+    /// removal and deletes the key if none is left.
+    pub fn prune(&mut self, now: Millis) -> Vec<Lock> {
+        if !self.holders.iter().any(|h| h.is_expired(now)) {
+            return Vec::new();
+        }
+        let (gone, kept) = std::mem::take(&mut self.holders)
+            .into_iter()
+            .partition(|h| h.is_expired(now));
+        self.holders = kept;
+        gone
+    }
+
+    /// Add a holder granted a fresh token (`Acquired::Join`, a hand-off).
+    /// A stale (expired) hold of the same owner is replaced.
+    pub fn join(&mut self, holder: Lock, now: Millis) {
+        self.holders
+            .retain(|h| !(h.owner == holder.owner && h.is_expired(now)));
+        self.holders.push(holder);
+    }
+
+    /// Take out `owner`'s hold whatever its state (a replicated removal).
+    pub fn remove(&mut self, owner: &[u8]) -> Option<Lock> {
+        let at = self.holders.iter().position(|h| &*h.owner == owner)?;
+        Some(self.holders.remove(at))
+    }
+}
+
+/// Is `limit` (the request's `LIMIT`, if any) acceptable on a key whose
+/// limit is `current`? A request without `LIMIT` joins under any limit; one
+/// naming a limit must name the key's (a key created without one has none).
+pub fn limit_fits(requested: Option<u32>, current: Option<u32>) -> bool {
+    requested.is_none() || requested == current
+}
+
+/// What a `SHARED` request decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedAcquire {
+    /// No live holder: the caller creates a shared key with this holder and
+    /// the request's limit, under a fresh token.
+    Free,
+    /// Room left and the caller saw no waiter queued: add a holder under a
+    /// fresh token (the caller checks the queue first).
+    Join,
+    /// Already a shared holder: TTL refreshed (hold count raised if
+    /// REENTRANT), its own token is the reply.
+    Renewed { token: u64, holds: u32 },
+    /// The exclusive holder asked `SHARED`: the caller turns its lock into
+    /// the key's first shared hold, keeping its token (already applied to
+    /// the lock: deadline and holds as a renewal sets them).
+    Downgraded { token: u64 },
+    /// Held exclusive by another owner, or no room under the limit.
+    Busy,
+    /// The request names a limit other than the key's: an error, nothing
+    /// changed.
+    LimitDiffers,
+}
+
+/// Renew a hold the way an exclusive renewal does: a re-entry adds a hold
+/// and never shortens the deadline, a plain retry sets what it asks.
+fn renew(hold: &mut Lock, ttl: Millis, reentrant: bool, now: Millis) {
+    let renewed = now.saturating_add(ttl);
+    if reentrant {
+        hold.holds = hold.holds.saturating_add(1);
+        hold.deadline = hold.deadline.max(renewed);
+    } else {
+        hold.deadline = renewed;
+    }
+}
+
+/// A `SHARED` request on a key that holds an exclusive lock.
+pub fn on_exclusive(
+    lock: &mut Lock,
+    owner: &[u8],
+    ttl: Millis,
+    reentrant: bool,
+    now: Millis,
+) -> SharedAcquire {
+    if lock.is_expired(now) {
+        SharedAcquire::Free
+    } else if &*lock.owner != owner {
+        SharedAcquire::Busy
+    } else {
+        renew(lock, ttl, reentrant, now);
+        SharedAcquire::Downgraded { token: lock.token }
+    }
+}
+
+/// A `SHARED` request on a shared key. Join means "room"; whether a queued
+/// waiter is ahead is the caller's to check (it owns the queue).
+pub fn on_shared(
+    shared: &mut Shared,
+    owner: &[u8],
+    ttl: Millis,
+    reentrant: bool,
+    limit: Option<u32>,
+    now: Millis,
+) -> SharedAcquire {
+    if shared.is_expired(now) {
+        return SharedAcquire::Free;
+    }
+    if !limit_fits(limit, shared.limit) {
+        return SharedAcquire::LimitDiffers;
+    }
+    if let Some(hold) = shared.holder_mut(owner, now) {
+        renew(hold, ttl, reentrant, now);
+        return SharedAcquire::Renewed {
+            token: hold.token,
+            holds: hold.holds,
+        };
+    }
+    if shared.has_room(now) {
+        SharedAcquire::Join
+    } else {
+        SharedAcquire::Busy
+    }
+}
+
+/// What an exclusive request on a shared key decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExclusiveOnShared {
+    /// No live holder: the caller replaces the key with an exclusive lock.
+    Free,
+    Busy,
+    /// The owner holds it shared: no upgrade (two upgrading readers would
+    /// wait for each other for good). An error, nothing changed.
+    NoUpgrade,
+}
+
+pub fn exclusive_on_shared(shared: &mut Shared, owner: &[u8], now: Millis) -> ExclusiveOnShared {
+    if shared.is_expired(now) {
+        ExclusiveOnShared::Free
+    } else if shared.holder_mut(owner, now).is_some() {
+        ExclusiveOnShared::NoUpgrade
+    } else {
+        ExclusiveOnShared::Busy
+    }
+}
+
+/// `LOCK.RELEASE`, `LOCK.EXTEND` and `LOCK.FENCE` on a shared key act on
+/// `owner`'s hold alone, with the exclusive rules; an owner holding nothing
+/// is told "another owner" while anyone holds, "not held" otherwise.
+/// `Release::Deleted` here means: this holder leaves (the glue removes it,
+/// and deletes the key if no live holder is left).
+pub fn release(shared: &mut Shared, owner: &[u8], now: Millis) -> lock::Release {
+    let empty = shared.is_expired(now);
+    match shared.holder_mut(owner, now) {
+        Some(hold) => lock::release(Some(hold), owner, now),
+        None if empty => lock::Release::NotHeld,
+        None => lock::Release::WrongOwner,
+    }
+}
+
+pub fn extend(shared: &mut Shared, owner: &[u8], ttl: Millis, now: Millis) -> lock::Extend {
+    let empty = shared.is_expired(now);
+    match shared.holder_mut(owner, now) {
+        Some(hold) => lock::extend(Some(hold), owner, ttl, now),
+        None if empty => lock::Extend::NotHeld,
+        None => lock::Extend::WrongOwner,
+    }
+}
+
+pub fn fence(shared: &mut Shared, owner: &[u8], token: u64, now: Millis) -> lock::Fence {
+    let empty = shared.is_expired(now);
+    match shared.holder_mut(owner, now) {
+        Some(hold) => lock::fence(Some(hold), owner, token, now),
+        None if empty => lock::Fence::NotHeld,
+        None => lock::Fence::WrongOwner,
+    }
+}
+
+/// The key as the head of its queue sees it.
+#[derive(Debug, Clone, Copy)]
+pub enum Current<'a> {
+    Free,
+    Exclusive(&'a Lock),
+    Shared(&'a Shared),
+}
+
+/// What the head of a key's queue gets now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Grant it (a fresh token): exclusive on a free key, shared on a free
+    /// key or with room.
+    Grant,
+    /// It stays at the head, and everyone behind it waits too: an
+    /// exclusive head holds back every shared request behind it, so a
+    /// stream of readers never starves a writer.
+    Wait,
+    /// A shared waiter whose `LIMIT` is not the key's: it is told so and
+    /// leaves the queue (nothing changed).
+    LimitDiffers,
+}
+
+/// Decide for the head of the queue. The glue grants heads one after the
+/// other while this says Grant: consecutive shared waiters are admitted
+/// together up to the limit, an exclusive one only on a free key.
+pub fn admit(current: Current, shared: bool, limit: Option<u32>, now: Millis) -> Admit {
+    match current {
+        Current::Free => Admit::Grant,
+        Current::Exclusive(lock) if lock.is_expired(now) => Admit::Grant,
+        Current::Exclusive(_) => Admit::Wait,
+        Current::Shared(s) if s.is_expired(now) => Admit::Grant,
+        Current::Shared(_) if !shared => Admit::Wait,
+        Current::Shared(s) if !limit_fits(limit, s.limit) => Admit::LimitDiffers,
+        Current::Shared(s) if s.has_room(now) => Admit::Grant,
+        Current::Shared(_) => Admit::Wait,
+    }
+}
+
+/// A shared key's stored form (RDB, RESTORE): each holder already passed
+/// `lock::from_stored`; here the key as a whole is checked, so that no
+/// payload creates more holders than its limit or one owner twice.
+pub fn from_stored(holders: Vec<Lock>, limit: u64) -> Result<Shared, &'static str> {
+    let limit = match limit {
+        0 => None,
+        n => Some(
+            u32::try_from(n)
+                .ok()
+                .filter(|&n| n <= MAX_LIMIT)
+                .ok_or("limit out of bounds")?,
+        ),
+    };
+    if holders.is_empty() {
+        return Err("a shared lock without holders");
+    }
+    if limit.is_some_and(|l| holders.len() > l as usize) {
+        return Err("more holders than the limit");
+    }
+    let mut owners: Vec<&[u8]> = holders.iter().map(|h| &*h.owner).collect();
+    owners.sort_unstable();
+    if owners.windows(2).any(|w| w[0] == w[1]) {
+        return Err("one owner holds twice");
+    }
+    Ok(Shared { holders, limit })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::lock::Value;
+
+    fn hold(owner: &str, token: u64, ttl: Millis, now: Millis) -> Lock {
+        Lock::new(owner.as_bytes(), token, ttl, now)
+    }
+
+    #[test]
+    fn the_exclusive_value_costs_nothing_extra() {
+        assert_eq!(
+            std::mem::size_of::<Value>(),
+            std::mem::size_of::<Lock>(),
+            "Value must stay as small as the exclusive Lock it wraps"
+        );
+    }
+
+    #[test]
+    fn readers_join_without_a_limit() {
+        let mut s = Shared::new(hold("a", 1, 100, 0), None);
+        for (i, o) in ["b", "c", "d"].iter().enumerate() {
+            assert_eq!(
+                on_shared(&mut s, o.as_bytes(), 100, false, None, 1),
+                SharedAcquire::Join
+            );
+            s.join(hold(o, 2 + i as u64, 100, 1), 1);
+        }
+        assert_eq!(s.live(1), 4);
+    }
+
+    #[test]
+    fn the_limit_holds_and_an_expired_holder_frees_only_its_place() {
+        let mut s = Shared::new(hold("a", 1, 10, 0), Some(2));
+        assert_eq!(
+            on_shared(&mut s, b"b", 100, false, None, 1),
+            SharedAcquire::Join
+        );
+        s.join(hold("b", 2, 100, 1), 1);
+        assert_eq!(
+            on_shared(&mut s, b"c", 100, false, None, 2),
+            SharedAcquire::Busy
+        );
+        assert_eq!(
+            on_shared(&mut s, b"c", 100, false, Some(2), 9),
+            SharedAcquire::Busy
+        );
+        // a's deadline (10) passes: one place, b keeps its own.
+        assert_eq!(
+            on_shared(&mut s, b"c", 100, false, Some(2), 10),
+            SharedAcquire::Join
+        );
+        assert_eq!(s.next_change(10), 91);
+        let gone = s.prune(10);
+        assert_eq!(gone.len(), 1);
+        assert_eq!(&*gone[0].owner, b"a");
+        assert_eq!(s.live(10), 1);
+    }
+
+    #[test]
+    fn another_limit_is_an_error_that_changes_nothing() {
+        let mut s = Shared::new(hold("a", 1, 100, 0), Some(3));
+        let before = s.clone();
+        assert_eq!(
+            on_shared(&mut s, b"b", 5, true, Some(4), 1),
+            SharedAcquire::LimitDiffers
+        );
+        assert_eq!(
+            on_shared(&mut s, b"a", 5, true, Some(4), 1),
+            SharedAcquire::LimitDiffers
+        );
+        assert_eq!(s, before);
+        let mut readers = Shared::new(hold("a", 1, 100, 0), None);
+        assert_eq!(
+            on_shared(&mut readers, b"b", 5, false, Some(1), 1),
+            SharedAcquire::LimitDiffers,
+            "a key created without LIMIT has none to join under"
+        );
+        // Once every holder is gone the key is free: a new limit is a new key.
+        assert_eq!(
+            on_shared(&mut s, b"b", 5, false, Some(4), 100),
+            SharedAcquire::Free
+        );
+    }
+
+    #[test]
+    fn a_holder_renews_its_own_hold_and_keeps_its_token() {
+        let mut s = Shared::new(hold("a", 7, 100, 0), Some(1));
+        assert_eq!(
+            on_shared(&mut s, b"a", 500, true, Some(1), 50),
+            SharedAcquire::Renewed { token: 7, holds: 2 }
+        );
+        assert_eq!(s.holders[0].deadline, 550);
+        assert_eq!(
+            on_shared(&mut s, b"a", 10, true, None, 60),
+            SharedAcquire::Renewed { token: 7, holds: 3 }
+        );
+        assert_eq!(s.holders[0].deadline, 550, "a re-entry never shortens");
+    }
+
+    #[test]
+    fn the_exclusive_holder_downgrades_keeping_its_token() {
+        let mut l = hold("a", 9, 100, 0);
+        assert_eq!(
+            on_exclusive(&mut l, b"b", 10, false, 5),
+            SharedAcquire::Busy
+        );
+        assert_eq!(
+            on_exclusive(&mut l, b"a", 300, false, 5),
+            SharedAcquire::Downgraded { token: 9 }
+        );
+        assert_eq!(l.deadline, 305);
+        assert_eq!(
+            on_exclusive(&mut l, b"b", 10, false, 305),
+            SharedAcquire::Free
+        );
+    }
+
+    #[test]
+    fn a_shared_holder_cannot_upgrade() {
+        let mut s = Shared::new(hold("a", 1, 100, 0), None);
+        s.join(hold("b", 2, 100, 0), 0);
+        assert_eq!(
+            exclusive_on_shared(&mut s, b"a", 1),
+            ExclusiveOnShared::NoUpgrade
+        );
+        assert_eq!(
+            exclusive_on_shared(&mut s, b"c", 1),
+            ExclusiveOnShared::Busy
+        );
+        assert_eq!(
+            exclusive_on_shared(&mut s, b"c", 100),
+            ExclusiveOnShared::Free
+        );
+    }
+
+    #[test]
+    fn the_head_of_the_queue_is_admitted_by_kind() {
+        let x = hold("x", 1, 100, 0);
+        let s = Shared::new(hold("a", 1, 100, 0), Some(2));
+        assert_eq!(admit(Current::Free, false, None, 0), Admit::Grant);
+        assert_eq!(admit(Current::Free, true, Some(5), 0), Admit::Grant);
+        assert_eq!(admit(Current::Exclusive(&x), true, None, 1), Admit::Wait);
+        assert_eq!(
+            admit(Current::Exclusive(&x), false, None, 100),
+            Admit::Grant
+        );
+        assert_eq!(
+            admit(Current::Shared(&s), false, None, 1),
+            Admit::Wait,
+            "writer waits for readers"
+        );
+        assert_eq!(admit(Current::Shared(&s), true, None, 1), Admit::Grant);
+        assert_eq!(admit(Current::Shared(&s), true, Some(2), 1), Admit::Grant);
+        assert_eq!(
+            admit(Current::Shared(&s), true, Some(3), 1),
+            Admit::LimitDiffers
+        );
+        assert_eq!(admit(Current::Shared(&s), false, None, 100), Admit::Grant);
+        let mut full = s.clone();
+        full.join(hold("b", 2, 100, 0), 0);
+        assert_eq!(admit(Current::Shared(&full), true, None, 1), Admit::Wait);
+    }
+
+    #[test]
+    fn stored_shared_keys_are_checked_as_a_whole() {
+        let h = |o: &str| hold(o, 5, 10, 0);
+        assert!(from_stored(vec![h("a"), h("b")], 2).is_ok());
+        assert_eq!(from_stored(vec![h("a"), h("b")], 0).unwrap().limit, None);
+        assert_eq!(
+            from_stored(vec![h("a"), h("b"), h("c")], 2).unwrap_err(),
+            "more holders than the limit"
+        );
+        assert!(from_stored(vec![], 2).is_err());
+        assert!(from_stored(vec![h("a"), h("a")], 0).is_err());
+        assert!(from_stored(vec![h("a")], 1 << 31).is_err());
+        assert!(from_stored(vec![h("a")], u64::MAX).is_err());
+    }
+
+    #[test]
+    fn release_extend_and_fence_act_on_that_owners_hold_alone() {
+        let mut s = Shared::new(hold("a", 1, 100, 0), None);
+        s.join(hold("b", 2, 100, 0), 0);
+        assert_eq!(extend(&mut s, b"a", 500, 10), lock::Extend::Extended);
+        assert_eq!((s.holders[0].deadline, s.holders[1].deadline), (510, 100));
+        assert_eq!(extend(&mut s, b"c", 500, 10), lock::Extend::WrongOwner);
+        assert_eq!(
+            fence(&mut s, b"b", 40, 10),
+            lock::Fence::Raised { token: 40 }
+        );
+        assert_eq!(s.holders[0].token, 1);
+        assert_eq!(release(&mut s, b"c", 10), lock::Release::WrongOwner);
+        assert_eq!(release(&mut s, b"b", 10), lock::Release::Deleted);
+        assert_eq!(release(&mut s, b"a", 600), lock::Release::NotHeld);
+        assert_eq!(extend(&mut s, b"a", 5, 600), lock::Extend::NotHeld);
+        assert_eq!(fence(&mut s, b"a", 5, 600), lock::Fence::NotHeld);
+    }
+
+    #[test]
+    fn join_replaces_a_stale_hold_of_the_same_owner() {
+        let mut s = Shared::new(hold("a", 1, 10, 0), None);
+        s.join(hold("a", 2, 10, 20), 20);
+        assert_eq!(s.holders.len(), 1);
+        assert_eq!(s.holders[0].token, 2);
+        assert_eq!(s.remove(b"a").map(|h| h.token), Some(2));
+        assert!(s.remove(b"a").is_none());
+    }
+}
