@@ -66,6 +66,10 @@ const HOLDERS_GRACE_MIN: Duration = Duration::from_millis(1);
 const MOVED: &str = "the runtime running the wait shut down (or another runtime polled it): \
                      retry on a live runtime";
 
+/// Why polling rounds none of which ended by the wait's deadline plus the
+/// node timeout failed (see `Locker::poll`).
+const PAST_END: &str = "no answer by the wait's deadline plus the node timeout";
+
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
 pub(crate) const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
 
@@ -331,18 +335,6 @@ impl Locker {
         self.send(i, cmd, Some(timeout), false, unique)
     }
 
-    /// `cmd` on `targets`, every reply waited for (until `timeout`).
-    pub(crate) async fn round_on(
-        &self,
-        targets: &[usize],
-        cmd: Cmd,
-        timeout: Duration,
-        classify: Classify,
-    ) -> Tally {
-        let round = self.round(targets, cmd, timeout, classify, false).await;
-        round.finish().await
-    }
-
     /// Every node's index (kept, not collected per round).
     fn all(&self) -> &[usize] {
         &self.inner.all
@@ -425,7 +417,7 @@ impl Locker {
                 }
             }
             let mut lock = Lock::granted(req, token, start, shared.clone());
-            match self.fence(&tally, &mut lock, start).await {
+            match self.fence(&tally, &mut lock, start, None).await {
                 Ok(()) => return Ok(lock),
                 Err(e) => {
                     let released = Box::pin(self.let_go(&lock)).await;
@@ -563,11 +555,14 @@ impl Locker {
     /// token (`Tally::quorum_token`) to it until a majority holds at least
     /// it, so that any later majority (which overlaps this one) hands out
     /// larger tokens. Skipped when a majority of grants is already >= it.
+    /// `end`: its rounds (fencing, then an extend round) end by then, each
+    /// within the node timeout (see `Locker::budget`).
     pub(crate) async fn fence(
         &self,
         grants: &Tally,
         lock: &mut Lock,
         start: Instant,
+        end: Option<Instant>,
     ) -> Result<(), Error> {
         let cfg = &self.inner.config;
         if cfg.fencing && !grants.majority_holds(lock.token()) {
@@ -586,7 +581,8 @@ impl Locker {
                     Ok(Value::Int(t)) if t > 0 => Answer::Yes(t as u64),
                     other => code_answer(other),
                 };
-                let round = self.round(&behind, cmd, cfg.node_timeout, fence_answer, true);
+                let timeout = self.budget(end);
+                let round = self.round(&behind, cmd, timeout, fence_answer, true);
                 round.await.finish().await
             })
             .await;
@@ -616,8 +612,17 @@ impl Locker {
                 lock.valid_until = until;
                 Ok(())
             }
-            _ => Box::pin(self.extend(lock)).await,
+            _ => Box::pin(self.extend_within(lock, self.budget(end))).await,
         }
+    }
+
+    /// The time a round may take: the node timeout, cut to what is left
+    /// until `end` (a call's deadline plus one node timeout).
+    pub(crate) fn budget(&self, end: Option<Instant>) -> Duration {
+        let timeout = self.inner.config.node_timeout;
+        end.map_or(timeout, |end| {
+            timeout.min(end.saturating_duration_since(Instant::now()))
+        })
     }
 
     /// End of validity of grants (or extensions) requested at `start`:
@@ -662,6 +667,23 @@ impl Locker {
     /// `unique`: the owner was made for one call (see `release_on`).
     pub(crate) async fn release_everywhere(&self, name: &str, owner: &str, unique: bool) -> Tally {
         self.release_on_nodes(self.all(), name, owner, unique).await
+    }
+
+    /// `release_everywhere` with a round that ends after `timeout`: a
+    /// RELEASE still unanswered then leaves its node in doubt (see
+    /// `Node::in_doubt`), so that the owner's next call does not overtake it.
+    pub(crate) async fn release_within(
+        &self,
+        name: &str,
+        owner: &str,
+        unique: bool,
+        timeout: Duration,
+    ) -> Tally {
+        let cmd = release_cmd(name, owner);
+        let round = self
+            .round(self.all(), cmd, timeout, code_answer, unique)
+            .await;
+        round.finish().await
     }
 
     /// `release_everywhere` in the background, counted as clean-up: for an
@@ -756,7 +778,6 @@ impl Locker {
                 return Err(two);
             }
         }
-        let single = self.inner.nodes.len() == 1;
         // A wait too long for the clock (`Duration::MAX`: "forever") is a
         // century: no panic on the addition.
         let now = Instant::now();
@@ -814,6 +835,32 @@ impl Locker {
             }
             fell_back = true;
         }
+        // Polling rounds, each with its fencing or extend round and its
+        // clean-up, end by the deadline plus one node timeout: a round
+        // still out then is dropped, its clean-up as for a caller that gave
+        // up (`try_once`), and the call says what the last round said.
+        let mut last = None;
+        let polled = self.poll(req, deadline, fell_back, &mut last);
+        let Some(end) = deadline.checked_add(cfg.node_timeout) else {
+            return polled.await;
+        };
+        match tokio::time::timeout_at(end.into(), polled).await {
+            Ok(got) => got,
+            Err(_) => Err(last.unwrap_or_else(|| self.every_node_failed(PAST_END))),
+        }
+    }
+
+    /// The polling rounds of `acquire_as` until `deadline`; `last` holds
+    /// the error of the last round that ended.
+    async fn poll(
+        &self,
+        req: &Request<'_>,
+        deadline: Instant,
+        fell_back: bool,
+        last: &mut Option<Error>,
+    ) -> Result<Lock, Error> {
+        let cfg = &self.inner.config;
+        let single = self.inner.nodes.len() == 1;
         let mut rounds = 0u32;
         let mut fresh = String::new();
         loop {
@@ -849,7 +896,9 @@ impl Locker {
             }
             // After a server-side wait that ended "busy" there is nothing to
             // pause for; otherwise (contention polled, an outage) pause.
-            if !(server_wait.is_some() && matches!(err, Error::Taken)) {
+            let pause = !(server_wait.is_some() && matches!(err, Error::Taken));
+            *last = Some(err);
+            if pause {
                 tokio::time::sleep(self.pause().min(left)).await;
             }
         }
@@ -880,12 +929,17 @@ impl Locker {
     /// once a majority said it is not this owner's; `NoQuorum` when
     /// failures leave that open.
     pub async fn extend(&self, lock: &mut Lock) -> Result<(), Error> {
-        let cfg = &self.inner.config;
+        self.extend_within(lock, self.inner.config.node_timeout)
+            .await
+    }
+
+    /// `extend` with a round that ends after `timeout`.
+    async fn extend_within(&self, lock: &mut Lock, timeout: Duration) -> Result<(), Error> {
         let start = Instant::now();
         let mut cmd = lock_cmd("LOCK.EXTEND", lock.name(), lock.owner());
         cmd.arg(ms(lock.ttl()));
         let mut round = self
-            .round(self.all(), cmd, cfg.node_timeout, code_answer, true)
+            .round(self.all(), cmd, timeout, code_answer, true)
             .await;
         // Fail-fast stops at an acquisition's verdict: an owner's may need
         // more answers (a failure is no "not ours").
