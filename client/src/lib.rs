@@ -38,6 +38,7 @@ mod options;
 mod pending;
 pub mod quorum;
 mod round;
+mod server_clock;
 mod server_ids;
 mod status;
 mod stragglers;

@@ -15,6 +15,7 @@ use crate::one_runtime::on_one_runtime;
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use crate::round::{acquire_answer, code_answer, Classify, Late, Pending, Reply, Round};
+use crate::server_clock;
 use crate::server_ids::{SameServers, ServerTag};
 use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
@@ -368,7 +369,7 @@ impl Locker {
         // below it all grant exactly it, so the quorum token is already on a
         // majority and the fencing round is skipped (see quorum::token_floor).
         cmd.arg("MINTOKEN")
-            .arg(quorum::token_floor(quorum::unix_micros()));
+            .arg(quorum::token_floor(self.servers_time(Instant::now())));
         let mut round = self
             .round(self.all(), cmd, timeout, acquire_answer, false)
             .await;
@@ -614,6 +615,14 @@ impl Locker {
             }
             _ => Box::pin(self.extend_within(lock, self.budget(end))).await,
         }
+    }
+
+    /// The servers' clock at `at` (µs since the epoch), as the nodes read
+    /// it when they connected; the client's own clock if none could be
+    /// read (`server_clock.rs`).
+    pub(crate) fn servers_time(&self, at: Instant) -> u64 {
+        let offsets = self.inner.nodes.iter().filter_map(|n| n.clock_offset());
+        server_clock::servers_time(offsets, at, quorum::unix_micros())
     }
 
     /// The time a round may take: the node timeout, cut to what is left

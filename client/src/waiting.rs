@@ -180,7 +180,7 @@ impl Locker {
             cmd.arg("REENTRANT");
         }
         cmd.arg("MINTOKEN")
-            .arg(quorum::token_floor(quorum::unix_micros()));
+            .arg(quorum::token_floor(self.servers_time(Instant::now())));
         // A late "busy" is busy, not an outage.
         (cmd, left + self.inner.config.node_timeout + WAIT_SLACK)
     }
@@ -205,9 +205,6 @@ impl Locker {
         req: &Request<'_>,
         deadline: Instant,
     ) -> Result<Lock, Error> {
-        // The same ticket on every server gives every queue the same order;
-        // kept across attempts, so a retry keeps its place.
-        let ticket = quorum::unix_micros().max(1);
         let called = Instant::now();
         // Past the wait's deadline only for replies already on their way:
         // the call ends by its deadline plus one node timeout, whatever
@@ -224,6 +221,11 @@ impl Locker {
         if let Some(two) = self.two_urls_of_one_server(&[]) {
             return Err(two);
         }
+        // The same ticket on every server gives every queue the same order;
+        // kept across attempts, so a retry keeps its place. On the servers'
+        // clock, read as the nodes connected, so that the client's own
+        // clock does not decide who is served (`server_clock.rs`).
+        let ticket = self.servers_time(called);
         // For a caller's own owner: the nodes to drain before their first
         // WAIT, drained in the first pass while the others are asked.
         let mut doubtful: Vec<bool> = (self.inner.nodes.iter())
