@@ -393,28 +393,35 @@ fn a_signal_during_the_start_gives_128_plus_n_never_death_by_it() {
     // killed it by the signal itself in 2 of 359 tries: its handlers were
     // installed only once it began to wait, after parsing its arguments
     // and looking up its servers' names. Now they are the first thing
-    // `main` does. A slow resolver (300 ms a lookup) holds every try in
-    // that start, where the signal comes; the name is held, so a try that
-    // got past it would still be waiting. (A signal before `main`, while
-    // the dynamic loader runs, still kills it: nothing of the CLI runs yet.)
+    // `main` does. A slow resolver (600 ms a lookup) holds every try in
+    // that start; the signal comes once the lookup has begun (the shim
+    // marks it), at a moment that does not depend on the machine's load.
+    // The name is held, so a try that got past the start is still waiting.
+    // (A signal before `main`, while the dynamic loader runs, still kills
+    // it: nothing of the CLI runs yet.)
     let server = Server::start();
     assert!(int(&mut server.conn(), "LOCK.ACQUIRE held other 60000") > 0);
     let url = format!("redis://localhost:{}", server.port);
     let shim = shim::slowlookup();
     let began = std::time::Instant::now();
     let mut outcomes = Vec::new();
+    let dir = scratch("start");
     for i in 0..12u64 {
         let sig = [libc::SIGINT, libc::SIGTERM][i as usize % 2];
+        let mark = dir.join(format!("looking-up-{i}"));
         let mut cli = Command::new(workspace_binary("redis-lock"))
             .env("REDIS_LOCK_SERVERS", &url)
             .env("LD_PRELOAD", &shim)
-            .env("SLOWLOOKUP_MS", "300")
+            .env("SLOWLOOKUP_MS", "600")
+            .env("SLOWLOOKUP_MARK", &mark)
             .args(["run", "--wait", "20s", "held", "--", "true"])
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Well past the loader, well inside the first lookup.
-        std::thread::sleep(Duration::from_millis(100 + 10 * (i % 6)));
+        assert!(
+            eventually(Duration::from_secs(20), || mark.exists()),
+            "try {i}: no lookup began"
+        );
         kill(cli.id() as i32, sig);
         let status = cli.wait().unwrap();
         let by = std::os::unix::process::ExitStatusExt::signal(&status);
@@ -432,4 +439,5 @@ fn a_signal_during_the_start_gives_128_plus_n_never_death_by_it() {
         "12 tries took {:?}",
         began.elapsed()
     );
+    let _ = std::fs::remove_dir_all(dir);
 }

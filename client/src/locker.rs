@@ -67,10 +67,6 @@ const HOLDERS_GRACE_MIN: Duration = Duration::from_millis(1);
 const MOVED: &str = "the runtime running the wait shut down (or another runtime polled it): \
                      retry on a live runtime";
 
-/// Why polling rounds none of which ended by the wait's deadline plus the
-/// node timeout failed (see `Locker::poll`).
-const PAST_END: &str = "no answer by the wait's deadline plus the node timeout";
-
 /// The longest `WAIT` the module accepts (2^31 - 1 ms); longer waits loop.
 pub(crate) const MAX_SERVER_WAIT: Duration = Duration::from_millis(i32::MAX as u64);
 
@@ -844,31 +840,6 @@ impl Locker {
             }
             fell_back = true;
         }
-        // Polling rounds, each with its fencing or extend round and its
-        // clean-up, end by the deadline plus one node timeout: a round
-        // still out then is dropped, its clean-up as for a caller that gave
-        // up (`try_once`), and the call says what the last round said.
-        let mut last = None;
-        let polled = self.poll(req, deadline, fell_back, &mut last);
-        let Some(end) = deadline.checked_add(cfg.node_timeout) else {
-            return polled.await;
-        };
-        match tokio::time::timeout_at(end.into(), polled).await {
-            Ok(got) => got,
-            Err(_) => Err(last.unwrap_or_else(|| self.every_node_failed(PAST_END))),
-        }
-    }
-
-    /// The polling rounds of `acquire_as` until `deadline`; `last` holds
-    /// the error of the last round that ended.
-    async fn poll(
-        &self,
-        req: &Request<'_>,
-        deadline: Instant,
-        fell_back: bool,
-        last: &mut Option<Error>,
-    ) -> Result<Lock, Error> {
-        let cfg = &self.inner.config;
         let single = self.inner.nodes.len() == 1;
         let mut rounds = 0u32;
         let mut fresh = String::new();
@@ -905,9 +876,7 @@ impl Locker {
             }
             // After a server-side wait that ended "busy" there is nothing to
             // pause for; otherwise (contention polled, an outage) pause.
-            let pause = !(server_wait.is_some() && matches!(err, Error::Taken));
-            *last = Some(err);
-            if pause {
+            if !(server_wait.is_some() && matches!(err, Error::Taken)) {
                 tokio::time::sleep(self.pause().min(left)).await;
             }
         }
