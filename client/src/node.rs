@@ -287,7 +287,22 @@ impl Node {
         let sent = Instant::now();
         if let Ok((secs, micros)) = redis::cmd("TIME").query_async::<(u64, u64)>(c).await {
             let server = secs.saturating_mul(1_000_000).saturating_add(micros);
-            self.clock.read(sent, Instant::now(), server);
+            let own = crate::quorum::unix_micros();
+            self.clock.read(sent, Instant::now(), server, own);
+        }
+    }
+
+    /// Whether the server's clock should be read again (see
+    /// `ServerClock::stale`).
+    pub(crate) fn clock_stale(&self) -> bool {
+        let own = crate::quorum::unix_micros();
+        self.clock.stale(Instant::now(), own)
+    }
+
+    /// Read the server's clock again on the shared connection, if open.
+    pub(crate) async fn read_clock_again(&self) {
+        if let Some((mut conn, ..)) = self.cached() {
+            self.read_clock(&mut conn).await;
         }
     }
 

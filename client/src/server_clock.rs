@@ -43,32 +43,86 @@ fn mono_micros(at: Instant) -> i64 {
     }
 }
 
-/// One server's clock: its µs since the Unix epoch minus ours (monotonic).
+/// A reading older than this is taken again before a queued wait uses it.
+const MAX_AGE_US: i64 = 600_000_000;
+
+/// How far the client's own wall clock may have moved against its
+/// monotonic clock since a reading before it is taken again: the monotonic
+/// clock stands still while the machine sleeps (a laptop's suspend, a
+/// paused VM), and a reading from before would then put every ticket that
+/// long in the past, first in every queue.
+const MAX_MOVE_US: i64 = 1_000_000;
+
+/// One server's clock: its µs since the Unix epoch minus ours (monotonic),
+/// and when that was read.
 #[derive(Debug)]
-pub(crate) struct ServerClock(AtomicI64);
+pub(crate) struct ServerClock {
+    offset: AtomicI64,
+    /// The monotonic µs of the reading.
+    read_at: AtomicI64,
+    /// The client's own wall clock minus its monotonic one then.
+    own_offset: AtomicI64,
+}
 
 impl Default for ServerClock {
     fn default() -> Self {
-        ServerClock(AtomicI64::new(UNKNOWN))
+        ServerClock {
+            offset: AtomicI64::new(UNKNOWN),
+            read_at: AtomicI64::new(0),
+            own_offset: AtomicI64::new(0),
+        }
     }
+}
+
+/// Wall-clock µs minus monotonic µs at `at`.
+fn own_offset(own_wall_micros: u64, at: Instant) -> i64 {
+    i64::try_from(own_wall_micros)
+        .unwrap_or(i64::MAX)
+        .saturating_sub(mono_micros(at))
 }
 
 impl ServerClock {
     /// Record a `TIME` reply (`server_micros`) to a request sent at `sent`
-    /// and answered at `received`: the server read its clock in between,
-    /// taken as the midpoint.
-    pub(crate) fn read(&self, sent: Instant, received: Instant, server_micros: u64) {
+    /// and answered at `received`, when the client's own wall clock read
+    /// `own_wall_micros`: the server read its clock in between, taken as
+    /// the midpoint.
+    pub(crate) fn read(
+        &self,
+        sent: Instant,
+        received: Instant,
+        server_micros: u64,
+        own_wall_micros: u64,
+    ) {
         let mid = sent + received.saturating_duration_since(sent) / 2;
         let server = i64::try_from(server_micros).unwrap_or(i64::MAX);
         let offset = server.saturating_sub(mono_micros(mid));
+        let own = own_offset(own_wall_micros, received);
+        self.read_at.store(mono_micros(received), Ordering::Relaxed);
+        self.own_offset.store(own, Ordering::Relaxed);
         // Never the sentinel, even for an absurd reading.
-        self.0.store(offset.max(UNKNOWN + 1), Ordering::Relaxed);
+        self.offset
+            .store(offset.max(UNKNOWN + 1), Ordering::Relaxed);
     }
 
     /// The offset read last, if any.
     pub(crate) fn offset(&self) -> Option<i64> {
-        let offset = self.0.load(Ordering::Relaxed);
+        let offset = self.offset.load(Ordering::Relaxed);
         (offset != UNKNOWN).then_some(offset)
+    }
+
+    /// Whether the reading should be taken again at `now` (the client's
+    /// wall clock then: `own_wall_micros`): older than `MAX_AGE_US`, or the
+    /// client's wall clock moved against its monotonic one by more than
+    /// `MAX_MOVE_US` since (a sleep, or a step of the wall clock). Never
+    /// without a reading (the server refused `TIME`, or none came yet).
+    pub(crate) fn stale(&self, now: Instant, own_wall_micros: u64) -> bool {
+        if self.offset().is_none() {
+            return false;
+        }
+        let age = mono_micros(now).saturating_sub(self.read_at.load(Ordering::Relaxed));
+        let moved = own_offset(own_wall_micros, now)
+            .saturating_sub(self.own_offset.load(Ordering::Relaxed));
+        age > MAX_AGE_US || moved.saturating_abs() > MAX_MOVE_US
     }
 }
 
@@ -107,8 +161,34 @@ mod tests {
     fn read_at(server_micros: u64, sent: Instant, rtt: Duration) -> i64 {
         let clock = ServerClock::default();
         assert_eq!(clock.offset(), None);
-        clock.read(sent, sent + rtt, server_micros);
+        clock.read(sent, sent + rtt, server_micros, 0);
         clock.offset().unwrap()
+    }
+
+    #[test]
+    fn a_reading_is_taken_again_when_old_or_when_the_machine_slept() {
+        let t0 = Instant::now();
+        let wall = 1_800_000_000_000_000u64;
+        let clock = ServerClock::default();
+        assert!(
+            !clock.stale(t0, wall),
+            "nothing read: nothing to take again"
+        );
+        clock.read(t0, t0, wall, wall);
+        let later = t0 + Duration::from_secs(60);
+        assert!(!clock.stale(later, wall + 60_000_000), "a minute on");
+        assert!(
+            !clock.stale(later, wall + 60_900_000),
+            "the wall clock slewed"
+        );
+        // The wall clock moved an hour more than the monotonic one: the
+        // machine slept (or the clock was stepped).
+        assert!(clock.stale(later, wall + 3_660_000_000));
+        assert!(clock.stale(later, wall - 3_540_000_000), "stepped back");
+        let old = t0 + Duration::from_secs(601);
+        assert!(clock.stale(old, wall + 601_000_000), "ten minutes old");
+        clock.read(old, old, wall, wall + 601_000_000);
+        assert!(!clock.stale(old, wall + 601_000_000), "read again");
     }
 
     #[test]

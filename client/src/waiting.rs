@@ -47,6 +47,9 @@ const HOLDOUT_BASE: Duration = Duration::from_millis(2);
 /// there now and then, and the WAIT went out before the alias was known);
 /// only a new Locker's first wait with a stalled server pays it.
 const MEET_GRACE_MIN: Duration = Duration::from_millis(50);
+/// Longest a queued wait waits for servers' clocks read again (see
+/// `Locker::fresh_clocks`).
+const CLOCK_READ_FOR: Duration = Duration::from_millis(100);
 /// Longest hold-out before the random factor: a waiter that waited long
 /// still gives back within twice this.
 const HOLDOUT_MAX: Duration = Duration::from_millis(250);
@@ -225,6 +228,7 @@ impl Locker {
         // kept across attempts, so a retry keeps its place. On the servers'
         // clock, read as the nodes connected, so that the client's own
         // clock does not decide who is served (`server_clock.rs`).
+        self.fresh_clocks().await;
         let ticket = self.servers_time(called);
         // For a caller's own owner: the nodes to drain before their first
         // WAIT, drained in the first pass while the others are asked.
@@ -611,6 +615,20 @@ impl Locker {
                 _ = tokio::time::sleep_until(cutoff.into()) => return,
             }
         }
+    }
+
+    /// Read again the clocks of the nodes whose reading is old or from
+    /// before the machine slept (`ServerClock::stale`; usually none), for
+    /// at most `CLOCK_READ_FOR`: a node that does not answer by then keeps
+    /// its reading.
+    async fn fresh_clocks(&self) {
+        let stale = self.inner.nodes.iter().filter(|n| n.clock_stale());
+        let reads: Vec<_> = stale.map(|n| n.read_clock_again()).collect();
+        if reads.is_empty() {
+            return;
+        }
+        let limit = CLOCK_READ_FOR.min(self.inner.config.node_timeout);
+        let _ = tokio::time::timeout(limit, futures_util::future::join_all(reads)).await;
     }
 
     pub(crate) fn pause(&self) -> Duration {
