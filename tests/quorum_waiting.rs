@@ -1437,3 +1437,45 @@ async fn a_wait_ends_by_its_deadline_plus_one_node_timeout() {
         assert!(got.is_err(), "{key}: no extend round could confirm it");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn polling_rounds_end_by_the_deadline_plus_one_node_timeout() {
+    // The same bound for polling rounds (`retry_count` set; also REENTRANT
+    // and a module from before TICKET): a round begun just before the
+    // deadline that no server answers took its node timeout, then its
+    // release as long again (the RELEASE follows the unanswered ACQUIRE on
+    // the connection): 6.6 s for a 3 s wait with a 2 s node timeout.
+    let wait = Duration::from_secs(3);
+    let node_timeout = Duration::from_secs(2);
+    let nodes = Server::start_n(3);
+    let (proxies, via) = in_front_of(&nodes);
+    let locker = Builder::new(&via)
+        .node_timeout(node_timeout)
+        .retry_count(10_000)
+        .retry_delay(Duration::from_millis(20), Duration::from_millis(40))
+        .build()
+        .unwrap();
+    for node in &nodes {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE p other 30000") > 0);
+    }
+    let opts = LockOptions::new().owner("me").wait(wait);
+    let started = Instant::now();
+    let waiting = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.acquire("p", &opts).await })
+    };
+    // Rounds say "taken" at once until then; from then on none is answered.
+    tokio::time::sleep_until((started + Duration::from_millis(2600)).into()).await;
+    for p in &proxies {
+        p.delay("LOCK.ACQUIRE", Duration::from_secs(5));
+    }
+    let got = waiting.await.unwrap();
+    let took = started.elapsed();
+    println!("{got:?} after {took:?}");
+    assert!(
+        took < wait + node_timeout + Duration::from_millis(600),
+        "returned {:?} past the deadline: {got:?}",
+        took - wait
+    );
+    assert!(got.is_err());
+}

@@ -341,11 +341,13 @@ impl Locker {
     /// in the server up to that long), check majority and validity, fence,
     /// and release everywhere on failure.
     /// `unsure`: set if a RELEASE of this attempt timed out (it may still
-    /// reach its server; see `acquire_as`).
+    /// reach its server; see `acquire_as`). `end`: every round of it ends
+    /// by then (a wait's deadline plus one node timeout).
     async fn attempt(
         &self,
         req: &Request<'_>,
         server_wait: Option<Duration>,
+        end: Option<Instant>,
         unsure: &mut bool,
     ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
@@ -357,6 +359,9 @@ impl Locker {
             cmd.arg("WAIT").arg(ms(wait));
             // A late "busy" is busy, not an outage.
             timeout += wait + WAIT_SLACK;
+        }
+        if let Some(end) = end {
+            timeout = timeout.min(end.saturating_duration_since(start));
         }
         if req.reentrant {
             cmd.arg("REENTRANT");
@@ -414,10 +419,17 @@ impl Locker {
                 }
             }
             let mut lock = Lock::granted(req, token, start, shared.clone());
-            match self.fence(&tally, &mut lock, start, None).await {
+            match self.fence(&tally, &mut lock, start, end).await {
                 Ok(()) => return Ok(lock),
+                Err(e) if lock.unique => {
+                    // Nothing of this owner comes after it (a next round
+                    // makes its own): given back in the background.
+                    lock.shared.let_go();
+                    self.release_everywhere_later(req.name, req.owner);
+                    return Err(e);
+                }
                 Err(e) => {
-                    let released = Box::pin(self.let_go(&lock)).await;
+                    let released = Box::pin(self.let_go_within(&lock, self.budget(end))).await;
                     *unsure |= release_timed_out(&released).next().is_some();
                     return Err(e);
                 }
@@ -425,7 +437,7 @@ impl Locker {
         }
         let tally = if req.unique {
             let waited = server_wait.is_some();
-            Box::pin(self.give_back_pass(req, round, start, waited, unsure)).await
+            Box::pin(self.give_back_pass(req, round, start, waited, end, unsure)).await
         } else {
             // A grant may have landed even where the reply was lost: release
             // everywhere, after every acquire request has been sent or timed
@@ -440,12 +452,15 @@ impl Locker {
                 let held: Vec<usize> = tally.granted().collect();
                 if !held.is_empty() {
                     // Never resent: a repeat would drop another hold.
-                    let release = self.release_on_nodes(&held, req.name, req.owner, false);
+                    let timeout = self.budget(end);
+                    let release = self.release_on_nodes(&held, req.name, req.owner, false, timeout);
                     let released = Box::pin(release).await;
                     *unsure |= release_timed_out(&released).next().is_some();
                 }
             } else if !(tally.yes.is_empty() && tally.failures.is_empty()) {
-                let released = Box::pin(self.release_everywhere(req.name, req.owner, false)).await;
+                let timeout = self.budget(end);
+                let release = self.release_within(req.name, req.owner, false, timeout);
+                let released = Box::pin(release).await;
                 *unsure |= release_timed_out(&released).next().is_some();
             }
             tally
@@ -460,6 +475,12 @@ impl Locker {
     /// Let `lock` go and give back what it holds: everywhere, or for a
     /// REENTRANT lock where its own holds are confirmed.
     pub(crate) async fn let_go(&self, lock: &Lock) -> Tally {
+        self.let_go_within(lock, self.inner.config.node_timeout)
+            .await
+    }
+
+    /// `let_go` with a round that ends after `timeout`.
+    async fn let_go_within(&self, lock: &Lock, timeout: Duration) -> Tally {
         if lock.reentrant {
             // Also past its validity: a Lock's own estimate is stale when a
             // clone was renewed (an AutoLock's watchdog, helper-33). Limit:
@@ -468,12 +489,12 @@ impl Locker {
             // resent: a repeat would drop another handle's hold.
             let held = lock.shared.let_go_holds();
             return self
-                .release_on_nodes(&held, lock.name(), lock.owner(), false)
+                .release_on_nodes(&held, lock.name(), lock.owner(), false, timeout)
                 .await;
         }
         let taking_back = lock.shared.let_go_taking_back();
         let released = self
-            .release_everywhere(lock.name(), lock.owner(), lock.unique)
+            .release_within(lock.name(), lock.owner(), lock.unique, timeout)
             .await;
         taking_back.done(&released);
         released
@@ -495,12 +516,13 @@ impl Locker {
         mut round: Round,
         start: Instant,
         waited: bool,
+        end: Option<Instant>,
         unsure: &mut bool,
     ) -> Tally {
         // The last replies are usually on their way (a busy name under
         // contention): as long again as the verdict took for them, so that
         // a background task is only needed for a server that is slow.
-        let grace = start.elapsed().max(HOLDERS_GRACE_MIN);
+        let grace = start.elapsed().max(HOLDERS_GRACE_MIN).min(self.budget(end));
         let _ = tokio::time::timeout(grace, async { while round.next().await {} }).await;
         let mut later = round.silent();
         let (tally, late) = round.split();
@@ -539,9 +561,20 @@ impl Locker {
                 release_when_answered(self.clone(), req, late, later);
             }
         }
-        if !held.is_empty() {
+        let timeout = self.inner.config.node_timeout;
+        if held.is_empty() {
+        } else if self.budget(end) < timeout {
+            // Too close to the call's end to wait for: in the background.
+            *unsure = true;
+            let (locker, name, owner) = (self.clone(), req.name.to_string(), req.owner.to_string());
+            BACKGROUND.spawn(async move {
+                locker
+                    .release_on_nodes(&held, &name, &owner, true, timeout)
+                    .await
+            });
+        } else {
             let released = self
-                .release_on_nodes(&held, req.name, req.owner, true)
+                .release_on_nodes(&held, req.name, req.owner, true, timeout)
                 .await;
             *unsure |= release_timed_out(&released).next().is_some();
         }
@@ -671,7 +704,9 @@ impl Locker {
     /// Release on every node, waiting for each answer (or its timeout).
     /// `unique`: the owner was made for one call (see `release_on`).
     pub(crate) async fn release_everywhere(&self, name: &str, owner: &str, unique: bool) -> Tally {
-        self.release_on_nodes(self.all(), name, owner, unique).await
+        let timeout = self.inner.config.node_timeout;
+        self.release_on_nodes(self.all(), name, owner, unique, timeout)
+            .await
     }
 
     /// `release_everywhere` with a round that ends after `timeout`: a
@@ -684,11 +719,8 @@ impl Locker {
         unique: bool,
         timeout: Duration,
     ) -> Tally {
-        let cmd = release_cmd(name, owner);
-        let round = self
-            .round(self.all(), cmd, timeout, code_answer, unique)
-            .await;
-        round.finish().await
+        self.release_on_nodes(self.all(), name, owner, unique, timeout)
+            .await
     }
 
     /// `release_everywhere` in the background, counted as clean-up: for an
@@ -699,16 +731,16 @@ impl Locker {
     }
 
     /// `LOCK.RELEASE name owner` on `nodes`, every reply waited for (until
-    /// the node timeout); `resend`: see `Node::query_shared`.
+    /// `timeout`); `resend`: see `Node::query_shared`.
     async fn release_on_nodes(
         &self,
         nodes: &[usize],
         name: &str,
         owner: &str,
         resend: bool,
+        timeout: Duration,
     ) -> Tally {
         let cmd = release_cmd(name, owner);
-        let timeout = self.inner.config.node_timeout;
         let round = self.round(nodes, cmd, timeout, code_answer, resend).await;
         round.finish().await
     }
@@ -789,6 +821,17 @@ impl Locker {
         let deadline = now
             .checked_add(wait)
             .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
+        // With a wait, every round of the call ends by its deadline plus
+        // one node timeout (an answer on its way, a fencing or extend
+        // round, a failed round's RELEASE; a generated owner's clean-up
+        // goes on in the background). Not a single try (no wait): its
+        // round may take the node timeout and still need a fencing round
+        // and its clean-up, each given the node timeout as before.
+        let end = if wait.is_zero() {
+            None
+        } else {
+            deadline.checked_add(cfg.node_timeout)
+        };
         // A wait: queue in the servers' WAIT queues (fair, a hand-off per
         // round trip) unless rounds were capped explicitly. One server too:
         // the queued path owns its requests, so a WAIT still travelling when
@@ -812,7 +855,7 @@ impl Locker {
             // caller's own owner would have to leave such a server out for
             // the whole call, so it queues at once, as before.)
             if req.unique && !self.inner.busy.is_busy(req.name, Instant::now()) {
-                let (got, _) = self.try_once(req, None).await;
+                let (got, _) = self.try_once(req, None, end).await;
                 if matches!(got, Err(Error::Taken)) {
                     self.inner.busy.mark(req.name, Instant::now());
                 }
@@ -856,7 +899,7 @@ impl Locker {
             // a caller's own owner got two holders that way).
             let server_wait =
                 (single && req.unique && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
-            let (got, unsure) = self.try_once(&pass, server_wait).await;
+            let (got, unsure) = self.try_once(&pass, server_wait, end).await;
             let err = match got {
                 Ok(lock) => return Ok(lock),
                 Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
@@ -890,6 +933,7 @@ impl Locker {
         &self,
         req: &Request<'_>,
         server_wait: Option<Duration>,
+        end: Option<Instant>,
     ) -> (Result<Lock, Error>, bool) {
         let mut unsure = false;
         let mut abandoned = Abandoned {
@@ -898,7 +942,7 @@ impl Locker {
             waited: server_wait.is_some(),
             runtime: crate::one_runtime::here(),
         };
-        let got = self.attempt(req, server_wait, &mut unsure).await;
+        let got = self.attempt(req, server_wait, end, &mut unsure).await;
         abandoned.locker = None;
         (got, unsure)
     }
