@@ -4,7 +4,8 @@
 // (`npm install ./bindings/node` from another project runs it in this
 // folder). A build by `make node` (napi build) is kept as it is.
 // FORCE_BUILD=1 rebuilds anyway. CARGO_TARGET_DIR is honoured (default:
-// target/ in this folder).
+// the repository's target/node, the cache `make node` uses, when this
+// folder is in the repository; else target/ in this folder).
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -20,7 +21,9 @@ if (!lib) {
   console.error(`redis-lock-client: building on ${process.platform} is not supported yet`);
   process.exit(1);
 }
-const targetDir = process.env.CARGO_TARGET_DIR || path.join(root, 'target');
+const inRepo = fs.existsSync(path.join(root, '../../client/Cargo.toml'));
+const targetDir =
+  process.env.CARGO_TARGET_DIR || (inRepo ? path.join(root, '../../target/node') : path.join(root, 'target'));
 console.error('redis-lock-client: building the native addon with cargo (release), this takes a few minutes');
 const built = spawnSync(
   process.env.CARGO || 'cargo',
