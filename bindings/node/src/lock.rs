@@ -15,8 +15,10 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::{Env, Error, Result, Status};
 use napi_derive::napi;
 use redis_lock_client::{AutoLock, Error as CoreError, Lock as CoreLock, Locker as CoreLocker};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::ThreadId;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -198,6 +200,41 @@ async fn loss(shared: Weak<Shared>) -> bool {
     }
 }
 
+/// The locks each JavaScript thread (the main one, each worker) took, for
+/// its env's teardown: Node finalizes objects only after the env's cleanup
+/// hooks ran, too late to wait for their releases.
+static TAKEN: Mutex<Option<HashMap<ThreadId, Vec<Weak<Shared>>>>> = Mutex::new(None);
+
+fn taken() -> MutexGuard<'static, Option<HashMap<ThreadId, Vec<Weak<Shared>>>>> {
+    TAKEN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Note a lock taken by the JavaScript thread `by`.
+fn register(by: ThreadId, shared: &Arc<Shared>) {
+    let mut all = taken();
+    let mine = all.get_or_insert_with(HashMap::new).entry(by).or_default();
+    mine.retain(|l| l.strong_count() > 0);
+    mine.push(Arc::downgrade(shared));
+}
+
+/// At the teardown of this thread's env: release, in the background and
+/// counted (`runtime::wait_for_clean_up` waits for it), every lock it took
+/// that is still held and whose owner is its own. No JavaScript of this env
+/// runs any more, so nothing works under them; left alone they would stay
+/// held for their TTL. Locks taken with `owner` or `reentrant` share their
+/// owner with other handles or later calls: they expire with their TTL.
+pub fn release_left_behind(rt: &tokio::runtime::Runtime) {
+    let mine = taken()
+        .as_mut()
+        .and_then(|all| all.remove(&std::thread::current().id()))
+        .unwrap_or_default();
+    for shared in mine.iter().filter_map(Weak::upgrade) {
+        if !shared.released.load(Ordering::SeqCst) && shared.owner_private {
+            rt.spawn(redis_lock_client::counted(release(shared)));
+        }
+    }
+}
+
 /// A lock held on a majority of the servers (index.js wraps it as `Lock`).
 #[napi]
 pub struct NativeLock {
@@ -208,7 +245,7 @@ pub struct NativeLock {
 impl NativeLock {
     /// Wrap a freshly acquired lock (on the runtime: a renewed lock's
     /// watchdog was spawned there).
-    pub fn start(core: CoreLocker, held: Held) -> NativeLock {
+    pub fn start(core: CoreLocker, held: Held, by: ThreadId) -> NativeLock {
         let (name, owner, token, owner_private) = match &held {
             Held::Auto(a) => (
                 a.name().to_string(),
@@ -239,6 +276,7 @@ impl NativeLock {
             released: AtomicBool::new(false),
             changed: watch::Sender::new(()),
         });
+        register(by, &shared);
         NativeLock { shared, auto_renew }
     }
 

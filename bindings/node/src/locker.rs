@@ -92,13 +92,14 @@ impl NativeLocker {
         }
         let core = self.core.clone();
         let context = format!("lock {name:?}");
+        let by = std::thread::current().id();
         let work = async move {
             let held = if options.auto_renew {
                 Held::Auto(core.acquire_auto(&name, &opts).await?)
             } else {
                 Held::manual(core.acquire(&name, &opts).await?)
             };
-            Ok(NativeLock::start(core, held))
+            Ok(NativeLock::start(core, held, by))
         };
         promise(env, work, move |_, outcome| {
             Ok(match outcome {
