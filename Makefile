@@ -192,11 +192,11 @@ node-lint:
 	CARGO_TARGET_DIR=$(CURDIR)/target/node $(CARGO) clippy --release \
 	  --manifest-path bindings/node/Cargo.toml --all-targets -- -D warnings
 
-# Benchmarks: builds the Python package into its venv (`python`), installs
-# the pinned peer libraries (PyPI into that venv, npm), then measures; the
-# Python rows run on that venv's interpreter. BENCH_QUICK=1 for a smoke run
+# Benchmarks: builds the Python package into its venv (`python`) and the
+# Node package (`node`), installs the pinned peer libraries (PyPI into that
+# venv, npm), then measures; the Python rows run on that venv's interpreter. BENCH_QUICK=1 for a smoke run
 # of about two minutes.
-bench: build python
+bench: build python node
 	bench/peers/setup.sh $(VENV_PY)
 	$(CARGO) build --release --manifest-path bench/Cargo.toml
 	REDIS_LOCK_MODULE=$(MODULE) BENCH_PYTHON=$(VENV_PY) bench/target/release/redis-lock-bench
