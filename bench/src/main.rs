@@ -312,7 +312,7 @@ async fn main() {
 
     eprintln!("      ... and on N = 3 and 5 servers");
     let quorum_hot = quorum_contention::run(&all_urls, plan.quorum_hot_secs).await;
-    writeln!(md, "### 4b. {} clients, one key, N = 3 and 5 servers\n\nThe same loop for {} s on a quorum. redis-lock: the public `Locker::lock(name, 30 s)` (Rust) and `Locker.lock(name, wait=30.0)` (Python), however the client waits; the others poll as their libraries do. Targets for the redis-lock rows: hand-off p99 <= {:.0} ms, longest wait <= {:.0} ms, every client completes sections.\n\n| client | N | critical sections/s | hand-off p50 us | hand-off p99 us | longest wait ms | wait stddev ms | fewest sections |\n|---|---:|---:|---:|---:|---:|---:|---:|", quorum_contention::CLIENTS, plan.quorum_hot_secs, quorum_contention::MAX_HANDOFF_P99_US / 1000.0, quorum_contention::MAX_WAIT_MS).unwrap();
+    writeln!(md, "### 4b. {} clients, one key, N = 3 and 5 servers\n\nThe same loop for {} s on a quorum. redis-lock: the public `Locker::lock(name, 30 s)` (Rust), `Locker.lock(name, wait=30.0)` (Python) and `locker.lock(name, {{ wait: 30000 }})` (Node), however the client waits; the others poll as their libraries do. Targets for the redis-lock rows: hand-off p99 <= {:.0} ms, longest wait <= {:.0} ms, every client completes sections.\n\n| client | N | critical sections/s | hand-off p50 us | hand-off p99 us | longest wait ms | wait stddev ms | fewest sections |\n|---|---:|---:|---:|---:|---:|---:|---:|", quorum_contention::CLIENTS, plan.quorum_hot_secs, quorum_contention::MAX_HANDOFF_P99_US / 1000.0, quorum_contention::MAX_WAIT_MS).unwrap();
     for m in &quorum_hot {
         let label = format!("{} | {}", m.client, m.n);
         writeln!(md, "{}", contention_line(&label, &m.row)).unwrap();
