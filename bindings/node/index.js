@@ -140,16 +140,25 @@ const asyncDispose = typeof Symbol.asyncDispose === 'symbol' ? Symbol.asyncDispo
 class Lock {
   #native;
   #controller;
+  #watching = false;
 
   /** @internal made by Locker.lock() */
   constructor(native) {
     this.#native = native;
-    const controller = new AbortController();
-    this.#controller = controller;
-    const name = native.name;
-    // The callback holds the controller, not this Lock: a Lock nobody
-    // holds can be collected (and is then released in the background).
-    native.onLost(() => {
+    this.#controller = new AbortController();
+  }
+
+  /** Start the native loss watcher, once, when `signal` is first asked
+   * for (a lock whose signal nobody reads does not pay for a watcher; one
+   * lost before that aborts the signal at once). The callback holds the
+   * controller, not this Lock: a Lock nobody holds can be collected (and is
+   * then released in the background). */
+  #watch() {
+    if (this.#watching) return;
+    this.#watching = true;
+    const controller = this.#controller;
+    const name = this.#native.name;
+    this.#native.onLost(() => {
       controller.abort(
         new LockLostError(`lock ${JSON.stringify(name)} was lost: stop touching the resource it protects`),
       );
@@ -173,7 +182,10 @@ class Lock {
   /** Whether it is renewed in the background. */
   get autoRenew() { return this.#native.autoRenew; }
   /** Aborted (reason: a LockLostError) when the lock is lost. */
-  get signal() { return this.#controller.signal; }
+  get signal() {
+    this.#watch();
+    return this.#controller.signal;
+  }
 
   /** Reset the TTL on a majority (to `ttl` ms if given, which later
    * renewals keep). Rejects with LockLostError if it is no longer held,

@@ -115,6 +115,21 @@ test('a plain lock extends to a new TTL, and is lost once it runs out', async ()
   assert.equal(short.lost, true);
 });
 
+test('a signal first read after the loss aborts too', async () => {
+  const locker = new Locker(urls(three), { ttl: 500 }); // node timeout 25 ms
+  const lock = await locker.lock('lock:late-signal', { autoRenew: false, ttl: 100 });
+  while (!lock.lost) await new Promise((r) => setTimeout(r, 20));
+  const { signal } = lock;
+  if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve));
+  assert.ok(signal.reason instanceof LockLostError);
+  // Released first, never lost: its signal, read later, stays quiet.
+  const kept = await locker.lock('lock:late-signal-2', { autoRenew: false });
+  await kept.release();
+  const quiet = kept.signal;
+  await new Promise((r) => setTimeout(r, 200));
+  assert.equal(quiet.aborted, false);
+});
+
 test('a renewed lock outlives its TTL and extends through the watchdog', async () => {
   const locker = new Locker(urls(three), { ttl: 300 });
   const lock = await locker.lock('lock:renewed');
