@@ -126,7 +126,7 @@ test: build lint docs-check $(VALKEY) $(OLD_REDIS)
 	$(MAKE) node-test
 	@echo "== tests on $(VALKEY): $$($(VALKEY) --version)"
 	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) $(VENV_PY) -m pytest -q bindings/python/tests
-	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) node --test bindings/node/test/
+	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) node --test bindings/node/test/*.test.mjs
 	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) EXPECT_SERVER="valkey 8.1.8" \
 	  $(CARGO) test --release --workspace --tests -- --test-threads=2
 
@@ -185,7 +185,7 @@ node: $(NAPI)
 
 # The Node suite (node --test) against real servers with the module.
 node-test: build node
-	REDIS_LOCK_MODULE=$(MODULE) node --test bindings/node/test/
+	REDIS_LOCK_MODULE=$(MODULE) node --test bindings/node/test/*.test.mjs
 
 node-lint:
 	$(CARGO) fmt --manifest-path bindings/node/Cargo.toml -- --check
