@@ -89,3 +89,52 @@ async fn a_wait_with_a_minority_down_still_waits_for_the_lock() {
     let lock = waiting.await.unwrap().unwrap();
     assert!(lock.token() > 0);
 }
+
+/// Two of three servers restarted (and are back) since the Locker last
+/// used them: its cached connections to them are dead. A wait must not
+/// count those as an outage: before, the first wait's plain try failed on
+/// both dead connections and said NoQuorum at once, though every server
+/// was up (a rolling restart, a server `timeout` closing idle connections).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_after_a_majority_restarted_takes_the_lock() {
+    let mut nodes = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let lock = locker.try_lock("k").await.unwrap();
+    locker.unlock(&lock).await.unwrap();
+    nodes[0].restart();
+    nodes[1].restart();
+    let lock = locker
+        .lock("k", Duration::from_secs(60))
+        .await
+        .expect("every server is up: the wait takes the lock");
+    assert!(lock.token() > 0);
+}
+
+/// The same on the paths that do not try first: a caller's own owner
+/// (probes, then queues) and a REENTRANT wait (polls).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_after_a_majority_restarted_takes_the_lock_on_every_path() {
+    let mut nodes = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let wait = Duration::from_secs(60);
+    let paths = [
+        ("an own owner", LockOptions::new().wait(wait).owner("me")),
+        ("reentrant", LockOptions::new().wait(wait).reentrant(true)),
+    ];
+    for (path, opts) in paths {
+        let lock = locker.try_lock("k").await.unwrap();
+        locker.unlock(&lock).await.unwrap();
+        nodes[0].restart();
+        nodes[1].restart();
+        match locker.acquire("k", &opts).await {
+            Ok(lock) => locker.unlock(&lock).await.unwrap(),
+            Err(e) => panic!("{path}: every server is up, got {e:?}"),
+        }
+    }
+}

@@ -854,8 +854,9 @@ impl Locker {
                     Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
                     Err(e) if Instant::now() >= deadline => return Err(e),
                     // A wait is for a busy lock, not an outage (`reachable.rs`).
-                    Err(e) if self.majority_failed(&e) => return Err(e),
-                    Err(_) => {}
+                    Err(e) => {
+                        self.outage(e).await?;
+                    }
                 }
             } else {
                 self.majority_reachable().await?;
@@ -907,9 +908,11 @@ impl Locker {
                 return Err(err);
             }
             // A wait is for a busy lock, not an outage (`reachable.rs`).
-            if rounds == 1 && !fell_back && self.majority_failed(&err) {
-                return Err(err);
-            }
+            let err = if rounds == 1 && !fell_back && !wait.is_zero() {
+                self.outage(err).await?
+            } else {
+                err
+            };
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || cfg.retry_count.is_some_and(|n| rounds >= n) {
                 return Err(err);
