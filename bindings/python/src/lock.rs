@@ -299,6 +299,20 @@ impl Handle {
     }
 }
 
+/// Clears a handle's "inside a block" mark when dropped armed: taking the
+/// lock again failed, or was dropped midway (an asyncio task cancelled
+/// while it waited, 2026-11-28: the lock then refused every later `async
+/// with` as "already inside a `with` block").
+struct NotEntered(Option<Arc<Handle>>);
+
+impl Drop for NotEntered {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.entered.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
 impl Lock {
     pub fn new(core: CoreLocker, args: Acquire, shared: Arc<Shared>) -> Lock {
         Lock {
@@ -363,6 +377,9 @@ impl Lock {
     fn take_again(&self) -> impl Future<Output = Result<(), Failure>> + Send + 'static {
         let (core, args, handle) = (self.core.clone(), self.args.clone(), self.handle.clone());
         let old = handle.shared();
+        // Made before the future is first polled: one aborted before it
+        // starts has not entered the block either.
+        let mut not_entered = NotEntered(Some(handle.clone()));
         async move {
             let taken = async {
                 old.stop_watchdog();
@@ -375,12 +392,10 @@ impl Lock {
             match taken.await {
                 Ok(new) => {
                     *handle.state.lock().unwrap_or_else(|p| p.into_inner()) = new;
+                    not_entered.0 = None;
                     Ok(())
                 }
-                Err(e) => {
-                    handle.entered.store(false, Ordering::SeqCst);
-                    Err(e)
-                }
+                Err(e) => Err(e),
             }
         }
     }
