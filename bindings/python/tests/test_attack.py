@@ -36,3 +36,68 @@ def test_a_cancelled_reentry_can_be_entered_again(servers):
             assert not lock.released and lock.validity > 0
 
     run(main())
+
+
+def test_synchronized_holds_the_lock_while_a_generator_runs(servers):
+    """A synchronized generator function: its body runs when iterated, after
+    the call returned. The lock is held from the first item to the end."""
+    urls = servers(1)
+    locker, other = Locker(urls), Locker(urls)
+
+    @locker.synchronized("sync-generator")
+    def items():
+        for i in range(3):
+            yield i
+
+    produced = items()
+    assert next(produced) == 0
+    with pytest.raises(Taken):
+        other.lock("sync-generator")
+    assert list(produced) == [1, 2]
+    other.lock("sync-generator").release()  # free once it ended
+
+
+def test_synchronized_holds_the_lock_while_an_async_generator_runs(servers):
+    urls = servers(1)
+
+    async def main():
+        locker, other = AsyncLocker(urls), AsyncLocker(urls)
+
+        @locker.synchronized("async-generator")
+        async def items():
+            for i in range(3):
+                yield i
+
+        produced = items()
+        assert await produced.__anext__() == 0
+        with pytest.raises(Taken):
+            await other.lock("async-generator")
+        assert [i async for i in produced] == [1, 2]
+        await (await other.lock("async-generator")).release()
+
+    run(main())
+
+
+def test_a_synchronized_async_generator_passes_on_what_is_sent_and_thrown(servers):
+    urls = servers(1)
+
+    async def main():
+        locker = AsyncLocker(urls)
+
+        @locker.synchronized("async-echo")
+        async def echo():
+            got = None
+            try:
+                while True:
+                    got = yield got
+            except ValueError:
+                yield "thrown"
+
+        produced = echo()
+        assert await produced.asend(None) is None
+        assert await produced.asend(5) == 5
+        assert await produced.athrow(ValueError()) == "thrown"
+        await produced.aclose()
+        assert (await locker.status("async-echo")).state == "free"
+
+    run(main())

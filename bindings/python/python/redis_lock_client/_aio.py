@@ -170,6 +170,44 @@ def _synchronized(locker: Locker, name: Union[str, bytes], wait: Optional[float]
     locker._acquisition(name, wait, **options)  # bad arguments raise here, at decoration
 
     def decorate(fn: F) -> F:
+        # A generator function returns at once, before its body ran: held
+        # around that call, the lock protected none of it (2026-11-28). It
+        # is held from the first item until the generator ends or is closed.
+        if inspect.isgeneratorfunction(fn):
+
+            @functools.wraps(fn)
+            def locked_generator(*args: Any, **kwargs: Any) -> Any:
+                with locker.lock(name, wait, **options):
+                    return (yield from fn(*args, **kwargs))
+
+            return locked_generator  # type: ignore[return-value]
+
+        if inspect.isasyncgenfunction(fn):
+
+            @functools.wraps(fn)
+            async def locked_async_generator(*args: Any, **kwargs: Any) -> Any:
+                async with _Acquisition(locker._acquisition(name, wait, **options)):
+                    # What is sent or thrown in is passed on (not just the
+                    # items: `async for` would drop asend values and throws).
+                    inner = fn(*args, **kwargs)
+                    try:
+                        item = await inner.__anext__()
+                        while True:
+                            try:
+                                sent = yield item
+                            except GeneratorExit:
+                                raise
+                            except BaseException as error:  # thrown in: the inner one decides
+                                item = await inner.athrow(error)
+                            else:
+                                item = await inner.asend(sent)
+                    except StopAsyncIteration:
+                        return
+                    finally:
+                        await inner.aclose()
+
+            return locked_async_generator  # type: ignore[return-value]
+
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
