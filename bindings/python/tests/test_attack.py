@@ -101,3 +101,11 @@ def test_a_synchronized_async_generator_passes_on_what_is_sent_and_thrown(server
         assert (await locker.status("async-echo")).state == "free"
 
     run(main())
+
+
+def test_a_time_too_large_is_named_short():
+    """`ttl=1e300` said "ttl is too large: 1000...000 seconds" with all
+    301 digits."""
+    with pytest.raises(ValueError) as raised:
+        Locker("redis://127.0.0.1:1").lock("x", ttl=1e300)
+    assert "1e300" in str(raised.value), str(raised.value)
