@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from redis_lock_client import AsyncLocker, Locker, Taken
+from redis_lock_client import AsyncLocker, Locker, LockLost, Taken
 
 
 def run(coro):
@@ -109,3 +109,43 @@ def test_a_time_too_large_is_named_short():
     with pytest.raises(ValueError) as raised:
         Locker("redis://127.0.0.1:1").lock("x", ttl=1e300)
     assert "1e300" in str(raised.value), str(raised.value)
+
+
+def test_one_acquisition_shared_by_tasks_releases_each_tasks_own_lock(servers):
+    """`job = alocker.lock(...)` made once and entered by several tasks, as
+    an asyncio.Lock is. Task A's lock expires inside its block and task B
+    takes the lock; A leaving its block released B's lock (the last one
+    taken through the shared object) and said nothing of its own loss."""
+    urls = servers(1)
+
+    async def main():
+        locker = AsyncLocker(urls)
+        job = locker.lock("shared-acquisition", wait=30.0, ttl=1.0, auto_renew=False)
+        b_inside, a_left = asyncio.Event(), asyncio.Event()
+        seen = {}
+
+        async def a():
+            try:
+                async with job:
+                    await b_inside.wait()  # A's lock expired: B has it
+            except LockLost:
+                seen["a lost"] = True
+            finally:
+                a_left.set()
+
+        async def b():
+            async with job as lock:
+                b_inside.set()
+                await a_left.wait()
+                status = await locker.status("shared-acquisition")
+                seen["owner"], seen["mine"] = status.owner, lock.owner
+
+        task_a = asyncio.ensure_future(a())
+        await asyncio.sleep(0)  # A enters first
+        while (await locker.status("shared-acquisition")).state != "held":
+            await asyncio.sleep(0.01)
+        await asyncio.gather(task_a, b())
+        assert seen["owner"] == seen["mine"], "B still holds its lock after A left"
+        assert seen.get("a lost"), "A's block ends with LockLost: its lock expired"
+
+    run(main())

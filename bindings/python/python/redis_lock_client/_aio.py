@@ -127,11 +127,17 @@ class _Acquisition:
     checked by the call; one never awaited nor entered warns
     (RuntimeWarning), like a coroutine never awaited."""
 
-    __slots__ = ("_acquisition", "_lock", "_used")
+    __slots__ = ("_acquisition", "_entered", "_used")
 
     def __init__(self, acquisition: Acquisition) -> None:
         self._acquisition = acquisition
-        self._lock: Optional[AsyncLock] = None
+        # The locks of the blocks inside it, by task: one acquisition made
+        # once and entered by several tasks (as an asyncio.Lock is) takes a
+        # lock per block, and each block must leave its own. With one slot,
+        # a task whose lock expired inside its block released the next
+        # task's lock on leaving, and said nothing of its own loss
+        # (2026-11-28).
+        self._entered: Dict[Any, List[AsyncLock]] = {}
         self._used = False
 
     async def _acquire(self) -> AsyncLock:
@@ -144,12 +150,18 @@ class _Acquisition:
 
     async def __aenter__(self) -> AsyncLock:
         self._used = True
-        self._lock = await self._acquire()
-        return await self._lock.__aenter__()
+        lock = await self._acquire()
+        entered = await lock.__aenter__()
+        self._entered.setdefault(asyncio.current_task(), []).append(lock)
+        return entered
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        assert self._lock is not None
-        return await self._lock.__aexit__(exc_type, exc, tb)
+        task = asyncio.current_task()
+        mine = self._entered[task]
+        lock = mine.pop()
+        if not mine:
+            del self._entered[task]
+        return await lock.__aexit__(exc_type, exc, tb)
 
     def __del__(self) -> None:
         if not getattr(self, "_used", True):
