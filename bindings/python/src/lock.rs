@@ -305,6 +305,13 @@ impl Handle {
 /// with` as "already inside a `with` block").
 struct NotEntered(Option<Arc<Handle>>);
 
+impl NotEntered {
+    /// The block was entered: leave the mark.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
 impl Drop for NotEntered {
     fn drop(&mut self) {
         if let Some(handle) = self.0.take() {
@@ -392,7 +399,7 @@ impl Lock {
             match taken.await {
                 Ok(new) => {
                     *handle.state.lock().unwrap_or_else(|p| p.into_inner()) = new;
-                    not_entered.0 = None;
+                    not_entered.disarm();
                     Ok(())
                 }
                 Err(e) => Err(e),
@@ -667,8 +674,8 @@ impl Drop for Lock {
         // thread, where blocking on the runtime is not allowed.
         if spawn::exiting() && tokio::runtime::Handle::try_current().is_err() {
             // The timer is made inside block_on: it needs the runtime's context.
-            let bounded =
-                async { tokio::time::timeout(spawn::CLEAN_UP_FOR, release(shared)).await };
+            let until = tokio::time::Instant::from_std(spawn::exit_release_deadline());
+            let bounded = async { tokio::time::timeout_at(until, release(shared)).await };
             let _ = rt.block_on(bounded);
             return;
         }

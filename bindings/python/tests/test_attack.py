@@ -149,3 +149,33 @@ def test_one_acquisition_shared_by_tasks_releases_each_tasks_own_lock(servers):
         assert seen.get("a lost"), "A's block ends with LockLost: its lock expired"
 
     run(main())
+
+
+def test_exit_waits_at_most_two_seconds_for_all_global_locks_together(servers):
+    """Twenty locks in a module global and the server stopped (SIGSTOP) at
+    the end of the program: the exit waited a node timeout per lock (over
+    10 s); the 2 s it gives their releases are one budget for all."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    urls = servers(1)
+    server = servers.started[0]
+    program = (
+        "import os, sys, time\n"
+        "from redis_lock_client import Locker\n"
+        "LOCKS = [Locker(sys.argv[1]).lock(f'exit-{i}') for i in range(20)]\n"
+        "os.kill(int(sys.argv[2]), 19)\n"  # SIGSTOP
+        "print(time.monotonic(), flush=True)\n"
+    )
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", program, urls[0], str(server.proc.pid)], capture_output=True, timeout=120
+        )
+        exited = time.monotonic()
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+    assert run.returncode == 0, run.stderr.decode()[:300]
+    took = exited - float(run.stdout.decode().split()[-1])
+    assert took < 6.0, f"exit took {took:.2f} s"
