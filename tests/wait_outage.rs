@@ -138,3 +138,31 @@ async fn a_wait_after_a_majority_restarted_takes_the_lock_on_every_path() {
         }
     }
 }
+
+/// A majority stopped (SIGSTOP), not refusing: the wait still ends with
+/// NoQuorum long before its deadline, and once the servers go on, what its
+/// requests took there is given back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_with_a_stopped_majority_is_no_quorum_and_leaves_nothing_held() {
+    let nodes = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let lock = locker.try_lock("k").await.unwrap();
+    locker.unlock(&lock).await.unwrap();
+    nodes[0].signal("STOP");
+    nodes[1].signal("STOP");
+    let started = Instant::now();
+    let got = locker.lock("k", Duration::from_secs(60)).await;
+    let took = started.elapsed();
+    nodes[0].signal("CONT");
+    nodes[1].signal("CONT");
+    assert!(matches!(got, Err(Error::NoQuorum { .. })), "{got:?}");
+    assert!(took < Duration::from_secs(30), "waited {took:?}");
+    for node in &nodes {
+        let mut c = node.conn();
+        let free = eventually(Duration::from_secs(10), || status(&mut c, "k").is_none());
+        assert!(free, "k still held on port {}", node.port);
+    }
+}
