@@ -166,3 +166,30 @@ async fn a_wait_with_a_stopped_majority_is_no_quorum_and_leaves_nothing_held() {
         assert!(free, "k still held on port {}", node.port);
     }
 }
+
+/// A try without a wait after the servers closed the Locker's connections
+/// (their `timeout` for idle clients, here a CLIENT KILL): it said NoQuorum,
+/// "broken pipe" on every node, with every server up; it takes the lock.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_try_after_the_servers_closed_idle_connections_takes_the_lock() {
+    let nodes = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let lock = locker.try_lock("k").await.unwrap();
+        locker.unlock(&lock).await.unwrap();
+        for node in &nodes {
+            q(&mut node.conn(), "CLIENT KILL TYPE normal SKIPME yes").unwrap();
+        }
+        let lock = locker
+            .try_lock("k")
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: every server is up, got {e:?}"));
+        locker.unlock(&lock).await.unwrap();
+        for node in &nodes {
+            assert!(status(&mut node.conn(), "k").is_none(), "left held");
+        }
+    }
+}
