@@ -179,3 +179,19 @@ def test_exit_waits_at_most_two_seconds_for_all_global_locks_together(servers):
     assert run.returncode == 0, run.stderr.decode()[:300]
     took = exited - float(run.stdout.decode().split()[-1])
     assert took < 6.0, f"exit took {took:.2f} s"
+
+
+def test_an_acquisition_left_from_another_task_releases_its_lock(servers):
+    """An AsyncExitStack entered in one task and closed in another."""
+    import contextlib
+
+    urls = servers(1)
+
+    async def main():
+        locker = AsyncLocker(urls)
+        stack = contextlib.AsyncExitStack()
+        await stack.enter_async_context(locker.lock("exit-elsewhere"))
+        await asyncio.ensure_future(stack.aclose())
+        assert (await locker.status("exit-elsewhere")).state == "free"
+
+    run(main())

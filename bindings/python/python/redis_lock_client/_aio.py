@@ -157,6 +157,15 @@ class _Acquisition:
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         task = asyncio.current_task()
+        if task not in self._entered and len(self._entered) == 1:
+            # Left from another task than the one that entered (an
+            # AsyncExitStack closed in a task of its own): the one block in.
+            task = next(iter(self._entered))
+        if task not in self._entered:
+            raise RuntimeError(
+                f"AsyncLocker.lock({self._acquisition.name!r:.80}) left from a task that did not "
+                "enter it, while several tasks are inside it: which block's lock to release is unknown"
+            )
         mine = self._entered[task]
         lock = mine.pop()
         if not mine:
