@@ -923,8 +923,9 @@ impl Locker {
                     Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
                     Err(e) if Instant::now() >= deadline => return Err(e),
                     // A wait is for a busy lock, not an outage (`reachable.rs`).
-                    Err(e) if self.majority_failed(&e) => return Err(e),
-                    Err(_) => {}
+                    Err(e) => {
+                        self.outage(e).await?;
+                    }
                 }
             } else {
                 self.majority_reachable().await?;
@@ -962,6 +963,7 @@ impl Locker {
             // a caller's own owner got two holders that way).
             let server_wait =
                 (single && req.unique && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
+            let open_before = self.open_connections();
             let (got, unsure) = self.try_once(&pass, server_wait, end).await;
             let err = match got {
                 Ok(lock) => return Ok(lock),
@@ -977,8 +979,20 @@ impl Locker {
                 return Err(err);
             }
             // A wait is for a busy lock, not an outage (`reachable.rs`).
-            if rounds == 1 && !fell_back && self.majority_failed(&err) {
-                return Err(err);
+            let err = if rounds == 1 && !fell_back && !wait.is_zero() {
+                self.outage(err).await?
+            } else {
+                err
+            };
+            // A first round that found open connections dead (their
+            // servers closed them idle, `timeout`, or restarted): a second
+            // pass on new ones, also for a try without a wait. A try after
+            // an idle spell said NoQuorum ("broken pipe" on every node,
+            // 2026-11-28) with every server up. Not a resend of the same
+            // ACQUIRE (`Node::query_shared`): a new generated owner, as
+            // every polling pass has, and only for such an owner.
+            if rounds == 1 && !fell_back && req.unique && self.found_dead(&open_before, &err) {
+                continue;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || cfg.retry_count.is_some_and(|n| rounds >= n) {
@@ -990,6 +1004,27 @@ impl Locker {
                 tokio::time::sleep(self.pause().min(left)).await;
             }
         }
+    }
+
+    /// The id of each node's shared connection, if open.
+    fn open_connections(&self) -> Vec<Option<usize>> {
+        self.inner.nodes.iter().map(|n| n.shared_id()).collect()
+    }
+
+    /// Whether `err` is a NoQuorum with a failure on a node whose shared
+    /// connection, open before the round (`open_before`), is no longer the
+    /// one open: the round found it broken (a clean-up after it may have
+    /// opened another).
+    fn found_dead(&self, open_before: &[Option<usize>], err: &Error) -> bool {
+        let Error::NoQuorum { failures, .. } = err else {
+            return false;
+        };
+        let names = &self.inner.names;
+        (self.inner.nodes.iter().enumerate()).any(|(i, node)| {
+            open_before[i].is_some()
+                && node.shared_id() != open_before[i]
+                && failures.iter().any(|f| names.get(i) == Some(&f.node))
+        })
     }
 
     /// One acquisition round (`attempt`), and whether a RELEASE of it timed

@@ -240,6 +240,15 @@ impl Node {
         }
     }
 
+    /// The id of the shared connection if one is open: a later look that
+    /// finds another (or none) knows it was dropped meanwhile.
+    pub(crate) fn shared_id(&self) -> Option<usize> {
+        let slot = self.conn.lock().expect("connection slot");
+        slot.as_ref()
+            .filter(|open| open.runtime.is_up())
+            .map(|open| open.id)
+    }
+
     /// The shared connection is open (as far as this side knows). Asked
     /// for every node of every round: looks, without cloning it.
     pub(crate) fn is_connected(&self) -> bool {

@@ -299,6 +299,27 @@ impl Handle {
     }
 }
 
+/// Clears a handle's "inside a block" mark when dropped armed: taking the
+/// lock again failed, or was dropped midway (an asyncio task cancelled
+/// while it waited, 2026-11-28: the lock then refused every later `async
+/// with` as "already inside a `with` block").
+struct NotEntered(Option<Arc<Handle>>);
+
+impl NotEntered {
+    /// The block was entered: leave the mark.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for NotEntered {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.entered.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
 impl Lock {
     pub fn new(core: CoreLocker, args: Acquire, shared: Arc<Shared>) -> Lock {
         Lock {
@@ -363,6 +384,9 @@ impl Lock {
     fn take_again(&self) -> impl Future<Output = Result<(), Failure>> + Send + 'static {
         let (core, args, handle) = (self.core.clone(), self.args.clone(), self.handle.clone());
         let old = handle.shared();
+        // Made before the future is first polled: one aborted before it
+        // starts has not entered the block either.
+        let mut not_entered = NotEntered(Some(handle.clone()));
         async move {
             let taken = async {
                 old.stop_watchdog();
@@ -375,12 +399,10 @@ impl Lock {
             match taken.await {
                 Ok(new) => {
                     *handle.state.lock().unwrap_or_else(|p| p.into_inner()) = new;
+                    not_entered.disarm();
                     Ok(())
                 }
-                Err(e) => {
-                    handle.entered.store(false, Ordering::SeqCst);
-                    Err(e)
-                }
+                Err(e) => Err(e),
             }
         }
     }
@@ -652,8 +674,8 @@ impl Drop for Lock {
         // thread, where blocking on the runtime is not allowed.
         if spawn::exiting() && tokio::runtime::Handle::try_current().is_err() {
             // The timer is made inside block_on: it needs the runtime's context.
-            let bounded =
-                async { tokio::time::timeout(spawn::CLEAN_UP_FOR, release(shared)).await };
+            let until = tokio::time::Instant::from_std(spawn::exit_release_deadline());
+            let bounded = async { tokio::time::timeout_at(until, release(shared)).await };
             let _ = rt.block_on(bounded);
             return;
         }

@@ -67,6 +67,16 @@ pub const CLEAN_UP_FOR: Duration = Duration::from_secs(2);
 pub fn exiting() -> bool {
     CLOSED.load(Ordering::SeqCst)
 }
+/// When interpreter exit stops waiting for the releases of the locks
+/// destroyed then (module globals): one budget of `CLEAN_UP_FOR` for all of
+/// them, counted from the first. Each waited its own 2 s (a node timeout,
+/// with a server stalled), so 20 global locks held an exit 10 s, and a
+/// thousand for minutes (2026-11-28).
+pub fn exit_release_deadline() -> Instant {
+    static DEADLINE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *DEADLINE.get_or_init(|| Instant::now() + CLEAN_UP_FOR)
+}
+
 /// How long it waits for callbacks in progress (each is short).
 const CALLBACKS_FOR: Duration = Duration::from_secs(2);
 
