@@ -203,7 +203,7 @@ async fn extend(
 pub async fn release(shared: Arc<Shared>) -> Result<(), Failure> {
     // A validity that ran out is a loss even if the release still finds
     // the lock: note it before the release ends the validity (an explicit
-    // release() inside a `with` block hid it, helper-15).
+    // release() inside a `with` block hid it, 82fe3cf).
     shared.note_lost();
     shared.stop_watchdog();
     let _one_at_a_time = shared.ops.lock().await;
@@ -425,7 +425,7 @@ impl Lock {
     /// as LockLost, also when the release still found it (validity runs
     /// out ~1% of the TTL before the servers' deadlines, so a release
     /// often succeeds: the block exited silently though `lost` had been
-    /// True, an attack run, helper-14).
+    /// True, an attack run, 5d8fbc4).
     pub fn exit_outcome(
         &self,
         py: Python<'_>,
@@ -656,7 +656,7 @@ impl Drop for Lock {
     /// Only a lock whose owner is its own: one taken with `owner=` or
     /// `reentrant=True` shares its owner with other handles or later calls,
     /// and a RELEASE from here, overtaken by such a call's WAIT, took its
-    /// grant (helper-30: two holders); it expires with its TTL instead.
+    /// grant (b0d086f: two holders); it expires with its TTL instead.
     fn drop(&mut self) {
         let shared = self.shared();
         shared.stop_watchdog();
@@ -680,7 +680,7 @@ impl Drop for Lock {
             return;
         }
         // Counted: the exit hook waits for it (a plain spawn let an exit
-        // right after the drop leave the lock held, helper-29).
+        // right after the drop leave the lock held, 5171401).
         rt.spawn(redis_lock_client::counted(release(shared)));
     }
 }

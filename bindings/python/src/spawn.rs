@@ -23,9 +23,9 @@ use tokio::task::AbortHandle;
 /// thread still in a callback when finalization began aborted the process
 /// ("Fatal Python error: PyGILState_Release: thread state ... must be
 /// current when releasing", 4 runs in 30 of a short asyncio script,
-/// helper-25). Counters, not a lock: a forked child inherits the count of
+/// cd2a77a). Counters, not a lock: a forked child inherits the count of
 /// parent threads it does not have, and a lock held by one would never be
-/// released (its exit hung, helper-26); `gate_after_fork` resets them in
+/// released (its exit hung, c8f4c87); `gate_after_fork` resets them in
 /// the child, and the wait is bounded anyway.
 static INSIDE: AtomicUsize = AtomicUsize::new(0);
 static CLOSED: AtomicBool = AtomicBool::new(false);
@@ -133,7 +133,7 @@ where
 {
     // After the exit hook no callback would run, and the awaiting code
     // would hang (an atexit hook registered before this package was
-    // imported runs after ours, helper-27): refuse at once.
+    // imported runs after ours, 7818b9e): refuse at once.
     if CLOSED.load(Ordering::SeqCst) {
         return Err(pyo3::exceptions::PyRuntimeError::new_err(
             "redis_lock_client: the interpreter is exiting (asyncio calls stop at exit; \
