@@ -13,6 +13,7 @@ pub mod rules {
     pub mod guard;
     pub mod lock;
     pub mod stats;
+    pub mod version;
     pub mod waiters;
 
     #[cfg(test)]
@@ -307,7 +308,7 @@ type ServerEventHandler =
 
 redis_module! {
     name: "lock",
-    version: 1,
+    version: rules::version::MODULE_VERSION,
     allocator: (Allocator, ALLOCATOR),
     data_types: [LOCK_TYPE],
     init: init,

@@ -16,7 +16,7 @@ A Locker does not survive ``fork()``: create one in each process.
 import atexit
 import os
 
-from ._native import Lock, Locker, LockError, LockLost, NoQuorum, Rejected, Taken, close_gate, gate_after_fork
+from ._native import __version__, Lock, Locker, LockError, LockLost, NoQuorum, Rejected, Taken, close_gate, gate_after_fork
 from ._aio import AsyncLock, AsyncLocker
 
 __all__ = [
