@@ -82,8 +82,8 @@ fn module_list_reports_the_version() {
     let modules: Vec<Vec<redis::Value>> = redis::cmd("MODULE").arg("LIST").query(&mut c).unwrap();
     let field = |module: &[redis::Value], name: &str| -> Option<String> {
         module.chunks(2).find_map(|pair| {
-            let key: String = redis::from_redis_value(&pair[0]).ok()?;
-            (key == name).then(|| redis::from_redis_value(&pair[1]).ok())?
+            let key: String = redis::from_redis_value_ref(&pair[0]).ok()?;
+            (key == name).then(|| redis::from_redis_value_ref(&pair[1]).ok())?
         })
     };
     let lock = modules
