@@ -273,10 +273,16 @@ impl Node {
         }
         let mut c = self.client.get_multiplexed_async_connection().await?;
         let server = self.identify(&mut c).await?;
-        self.read_clock(&mut c).await;
         let id = self.opened.fetch_add(1, Ordering::Relaxed);
         let open = Driven::here(c.clone(), id, server.clone());
         *self.conn.lock().expect("connection slot") = Some(open);
+        // Kept before the clock is read: a request's timeout cuts this
+        // short, and a connection opened whose TIME reply came after the
+        // node timeout (a slow link: the reading is one more round trip in
+        // the first request's timeout) was thrown away and opened again,
+        // with the same end, on every request. The reading is only a
+        // ticket's scale; requests sent meanwhile queue behind it in order.
+        self.read_clock(&mut c).await;
         Ok((c, id, server))
     }
 
