@@ -260,10 +260,20 @@ impl Node {
 
     /// Open the shared connection if it is not, and so learn which server
     /// this URL reaches (`known_server`). Errors are the next request's.
+    /// Also waits out a connect still reading the server's clock: the
+    /// connection is kept before that reading (see `connect`), and a
+    /// queued wait takes its ticket from the readings once its nodes are met.
     pub(crate) async fn meet(&self) {
         if !self.is_connected() {
             let _ = self.connection().await;
+        } else if !self.is_met() {
+            let _reading = self.connecting.lock().await;
         }
+    }
+
+    /// Connected, and no connect still reading the server's clock.
+    pub(crate) fn is_met(&self) -> bool {
+        self.is_connected() && self.connecting.try_lock().is_ok()
     }
 
     async fn connect(&self) -> redis::RedisResult<SharedConn> {
