@@ -100,3 +100,74 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Fails on 2162e88 (a reproduction, ignored until fixed): a client keeps
+/// its readings of the servers' clocks for 10 min unless its own wall
+/// clock moves, so after every server's clock is stepped 120 s ahead (an
+/// NTP correction) the clients connected before take tickets 120 s in the
+/// servers' past and go first in every queue: 733 and 731 sections to 13
+/// and 12 for two clients connected after, in 5 s on one hot name.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "fails: server clock readings are taken again only after 10 min"]
+async fn tickets_stay_fair_after_every_servers_clock_steps_ahead() {
+    let dir = tempfile_dir().join("fair");
+    let offsets: Vec<ClockOffset> = (0..3)
+        .map(|i| {
+            let d = dir.join(format!("n{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            ClockOffset::new(&d)
+        })
+        .collect();
+    let nodes: Vec<Server> = offsets
+        .iter()
+        .map(|o| {
+            let env = o.env();
+            let env: Vec<(&str, &str)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            Server::with_env(&[], &[], &env)
+        })
+        .collect();
+    let urls = urls(&nodes);
+    let old: Vec<Locker> = (0..2).map(|_| locker(&urls)).collect();
+    for l in &old {
+        let lock = l.try_lock("warm").await.unwrap();
+        l.unlock(&lock).await.unwrap();
+    }
+    for o in &offsets {
+        o.set(120);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let new: Vec<Locker> = (0..2).map(|_| locker(&urls)).collect();
+    let stop = std::time::Instant::now() + Duration::from_secs(5);
+    let mut tasks = Vec::new();
+    for (who, l) in old
+        .into_iter()
+        .map(|l| ("old", l))
+        .chain(new.into_iter().map(|l| ("new", l)))
+    {
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u32;
+            while std::time::Instant::now() < stop {
+                if let Ok(lock) = l.lock("fair", Duration::from_secs(3)).await {
+                    n += 1;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    let _ = l.unlock(&lock).await;
+                }
+            }
+            (who, n)
+        }));
+    }
+    let (mut old_sections, mut new_sections) = (0, 0);
+    for t in tasks {
+        let (who, n) = t.await.unwrap();
+        println!("{who}: {n}");
+        match who {
+            "old" => old_sections += n,
+            _ => new_sections += n,
+        }
+    }
+    assert!(
+        new_sections * 4 >= old_sections,
+        "clients connected after the step starved: {new_sections} sections to {old_sections}"
+    );
+}
