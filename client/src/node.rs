@@ -300,10 +300,20 @@ impl Node {
 
     /// Open the shared connection if it is not, and so learn which server
     /// this URL reaches (`known_server`). Errors are the next request's.
+    /// Also waits out a connect still reading the server's clock: the
+    /// connection is kept before that reading (see `connect`), and a
+    /// queued wait takes its ticket from the readings once its nodes are met.
     pub(crate) async fn meet(&self) {
         if !self.is_connected() {
             let _ = self.connection().await;
+        } else if !self.is_met() {
+            let _reading = self.connecting.lock().await;
         }
+    }
+
+    /// Connected, and no connect still reading the server's clock.
+    pub(crate) fn is_met(&self) -> bool {
+        self.is_connected() && self.connecting.try_lock().is_ok()
     }
 
     async fn connect(&self) -> redis::RedisResult<SharedConn> {
@@ -316,10 +326,16 @@ impl Node {
             .get_multiplexed_async_connection_with_config(&unbounded())
             .await?;
         let server = self.identify(&mut c).await?;
-        self.read_clock(&mut c).await;
         let id = self.opened.fetch_add(1, Ordering::Relaxed);
         let open = Driven::here(c.clone(), id, server.clone());
         *self.conn.lock().expect("connection slot") = Some(open);
+        // Kept before the clock is read: a request's timeout cuts this
+        // short, and a connection opened whose TIME reply came after the
+        // node timeout (a slow link: the reading is one more round trip in
+        // the first request's timeout) was thrown away and opened again,
+        // with the same end, on every request. The reading is only a
+        // ticket's scale; requests sent meanwhile queue behind it in order.
+        self.read_clock(&mut c).await;
         Ok((c, id, server))
     }
 
