@@ -53,6 +53,17 @@ fn the_python_binding_has_the_same_version() {
 }
 
 #[test]
+fn the_node_package_has_the_same_version() {
+    let manifest = repo_file("bindings/node/Cargo.toml");
+    assert_eq!(package_version(&manifest), Some(format!("= \"{VERSION}\"")));
+    let package = repo_file("bindings/node/package.json");
+    assert!(
+        package.contains(&format!("\"version\": \"{VERSION}\"")),
+        "bindings/node/package.json is not version {VERSION}"
+    );
+}
+
+#[test]
 fn the_changelog_has_an_entry_for_this_version() {
     let changelog = repo_file("CHANGELOG.md");
     let heading = format!("## [{VERSION}] - ");
