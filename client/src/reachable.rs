@@ -16,10 +16,9 @@ use redis::Value;
 /// Any reply, an error reply too, is a server that can be reached; only a
 /// request that got none (refused, timed out, a broken connection) or a
 /// server that cannot serve now (`LOADING`, `TRYAGAIN`) counts as not.
-/// A server loading its data or in the restart guard is reached: the
-/// module runs `LOCK.SERVERID` while loading (`allow-loading`) and the
-/// guard refuses new locks only, so both answer it and a wait waits them
-/// out (a wait that began in the guard, tests/wait_outage.rs).
+/// A server in the restart guard is reached: the guard refuses new locks
+/// only, so it answers this probe and a wait waits the guard out
+/// (tests/wait_outage.rs). (`LOCK.SERVERID` is also `allow-loading`.)
 fn reached(reply: Result<Value, Failure>) -> Answer {
     match reply {
         Ok(_) | Err(Failure::Rejected(_)) => Answer::Busy,
