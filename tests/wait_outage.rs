@@ -193,3 +193,80 @@ async fn a_try_after_the_servers_closed_idle_connections_takes_the_lock() {
         }
     }
 }
+
+/// Three servers just started with the restart guard on: each answers a
+/// new lock with TRYAGAIN for `ms` more.
+fn guarded(ms: &str) -> Vec<Server> {
+    (0..3)
+        .map(|_| Server::with(&[], &["restart-delay-ms", ms]))
+        .collect()
+}
+
+/// A majority in the restart guard as a wait begins is no outage: the
+/// servers are up and grant once the guard ends, so a wait longer than the
+/// guard gets the lock on every path: a generated owner (a plain try, then
+/// the WAIT queues), a caller's own owner (the queues at once), a REENTRANT
+/// or `retry_count` wait (polls). Before c551cdf a generated owner's try,
+/// TRYAGAIN on every server, counted as a majority unreachable and the wait
+/// said NoQuorum at once, while a caller's own owner (probed with
+/// LOCK.SERVERID, which the guard does not refuse) waited the guard out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_that_begins_in_the_restart_guard_waits_it_out() {
+    let wait = Duration::from_secs(8);
+    let paths = [
+        ("a generated owner", LockOptions::new().wait(wait), None),
+        (
+            "an own owner",
+            LockOptions::new().wait(wait).owner("me"),
+            None,
+        ),
+        (
+            "reentrant",
+            LockOptions::new().wait(wait).reentrant(true),
+            None,
+        ),
+        ("retry_count", LockOptions::new().wait(wait), Some(1000)),
+    ];
+    for (path, opts, rounds) in paths {
+        let nodes = guarded("2500");
+        let mut builder = Builder::new(&urls(&nodes)).ttl(Duration::from_secs(10));
+        if let Some(n) = rounds {
+            builder = builder.retry_count(n);
+        }
+        let locker = builder.build().unwrap();
+        let mut c = nodes[0].conn();
+        assert!(
+            err(&mut c, "LOCK.ACQUIRE probe p 1000").contains("refused"),
+            "{path}: the guard is on as the wait begins"
+        );
+        match locker.acquire("k", &opts).await {
+            Ok(lock) => locker.unlock(&lock).await.unwrap(),
+            Err(e) => panic!("{path}: the guard ends within the wait, got {e:?}"),
+        }
+    }
+}
+
+/// A wait shorter than the guard ends with NoQuorum, and its causes name
+/// the guard (TRYAGAIN), not a server that cannot be reached.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_shorter_than_the_restart_guard_says_why() {
+    let nodes = guarded("2500");
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let wait = Duration::from_millis(500);
+    let paths = [
+        ("a generated owner", LockOptions::new().wait(wait)),
+        ("an own owner", LockOptions::new().wait(wait).owner("me")),
+    ];
+    for (path, opts) in paths {
+        match locker.acquire("k", &opts).await {
+            Err(Error::NoQuorum { failures, .. }) => assert!(
+                failures.iter().any(|f| f.cause.contains("TRYAGAIN")),
+                "{path}: causes {failures:?}"
+            ),
+            other => panic!("{path}: expected NoQuorum, got {other:?}"),
+        }
+    }
+}

@@ -16,6 +16,9 @@ use redis::Value;
 /// Any reply, an error reply too, is a server that can be reached; only a
 /// request that got none (refused, timed out, a broken connection) or a
 /// server that cannot serve now (`LOADING`, `TRYAGAIN`) counts as not.
+/// A server in the restart guard is reached: the guard refuses new locks
+/// only, so it answers this probe and a wait waits the guard out
+/// (tests/wait_outage.rs). (`LOCK.SERVERID` is also `allow-loading`.)
 fn reached(reply: Result<Value, Failure>) -> Answer {
     match reply {
         Ok(_) | Err(Failure::Rejected(_)) => Answer::Busy,
@@ -37,7 +40,8 @@ impl Locker {
     /// connections found dead that the next request reopens: two of three
     /// servers restarted since the Locker last used them (or closing idle
     /// connections, `timeout`) made the first wait after it say `NoQuorum`
-    /// with every server up (2026-11-28).
+    /// with every server up (2026-11-28); so did a majority in the restart
+    /// guard (`TRYAGAIN` to the try, an answer to the probe).
     pub(crate) async fn outage(&self, err: Error) -> Result<Error, Error> {
         if !self.majority_failed(&err) {
             return Ok(err);
