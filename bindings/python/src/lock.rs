@@ -153,6 +153,10 @@ async fn why_lost(shared: &Shared, was_valid: bool, what: &str) -> String {
         QuorumState::Free { .. } | QuorumState::Held { .. } => {
             format!("expired before {what}: its validity ran out and the servers no longer hold it")
         }
+        QuorumState::Shared { .. } => format!(
+            "is no longer held by this owner on enough servers (found before {what}: expired \
+             or released; others hold the key shared)"
+        ),
         _ => format!(
             "is no longer held by this owner on a majority of the servers (found before {what}; \
              expired or taken over: the servers' state could not be read)"

@@ -79,7 +79,7 @@ class LockStatus:
 
     name: str
     state: str
-    """"held", "free", "unknown" (no owner has a majority) or "unreachable"."""
+    """"held", "free", "shared" (held shared: see `holders`), "unknown" (no owner has a majority) or "unreachable"."""
     held: bool
     owner: Optional[str]
     token: Optional[int]
@@ -89,6 +89,10 @@ class LockStatus:
     """Servers where it is held by `owner` (or free, when "free"; that answered, when "unreachable")."""
     of: int
     failures: List[Tuple[str, str]]
+    holders: List[Tuple[str, int]]
+    """A shared key's holders: (owner, servers where it holds), in the order granted."""
+    limit: Optional[int]
+    """A shared key's limit (None: no limit, or not shared)."""
 
 class Locker:
     """Quorum (Redlock) client over servers running the redis-lock module."""
@@ -113,6 +117,8 @@ class Locker:
         auto_renew: bool = True,
         reentrant: bool = False,
         owner: Optional[str] = None,
+        shared: bool = False,
+        limit: Optional[int] = None,
     ) -> Lock: ...
     def _acquisition(
         self,
@@ -123,6 +129,8 @@ class Locker:
         auto_renew: bool = True,
         reentrant: bool = False,
         owner: Optional[str] = None,
+        shared: bool = False,
+        limit: Optional[int] = None,
     ) -> Acquisition: ...
     def status(self, name: Union[str, bytes]) -> LockStatus: ...
     def _status_async(self, done: Callable[[Any, Any], None], name: Union[str, bytes]) -> Pending: ...
