@@ -148,6 +148,16 @@ async fn a_limited_hold_is_refused_with_a_majority_of_grants() {
     );
     let reader = down.acquire("k", &LockOptions::shared()).await.unwrap();
     down.unlock(&reader).await.unwrap();
+    // A wait is for a busy lock, not an outage: a limited hold that the
+    // servers up cannot grant says so at once instead of waiting it out.
+    let waited = LockOptions::new().limit(2).wait(Duration::from_secs(600));
+    let outage = tokio::time::timeout(Duration::from_secs(60), down.acquire("k", &waited))
+        .await
+        .expect("NoQuorum, not a wait for servers that are down");
+    assert!(
+        matches!(outage, Err(Error::NoQuorum { needed: 3, .. })),
+        "{outage:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -24,12 +24,13 @@ fn reached(reply: Result<Value, Failure>) -> Answer {
 }
 
 impl Locker {
-    /// Whether `err` says that more servers failed than a majority can
-    /// spare: no grant could have made a majority, busy lock or not.
+    /// Whether `err` says that more servers failed than the grants it
+    /// needed can spare (a majority; all 3 of 3 for a limited shared hold):
+    /// no grants could have been enough, busy lock or not.
     pub(crate) fn majority_failed(&self, err: &Error) -> bool {
         let n = self.inner.nodes.len();
-        matches!(err, Error::NoQuorum { failures, .. }
-            if failures.len() > n - quorum::majority(n))
+        matches!(err, Error::NoQuorum { failures, needed, .. }
+            if failures.len() > n.saturating_sub(*needed))
     }
 
     /// `NoQuorum` (no grants, each unreachable server's cause) unless a
