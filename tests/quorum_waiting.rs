@@ -1338,3 +1338,144 @@ async fn a_held_lock_with_a_server_down_is_taken_not_no_quorum() {
         assert!(matches!(got, Err(Error::Taken)), "{wait_ms} ms: {got:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_own_owners_short_wait_after_a_stalled_unlock_is_not_eaten_by_the_drain() {
+    // 2026-11-28: three servers, C stopped; lock and unlock under
+    // owner("me"): the RELEASE to C times out, so C is in doubt. The next
+    // wait of "me" drained C (up to the node timeout) before its first
+    // WAIT, and a 150 ms wait on a free name said `NoQuorum` after 1 s; on
+    // a name held elsewhere a 1 ms wait said `NoQuorum`, not `Taken`. Now
+    // A and B are asked while C drains.
+    let nodes = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let me = LockOptions::new().owner("me");
+    // Every node connected before C stops.
+    let lock = locker.acquire("warm", &me).await.unwrap();
+    locker.unlock(&lock).await.unwrap();
+    nodes[2].signal("STOP");
+    let lock = locker.acquire("x", &me).await.unwrap();
+    locker.unlock(&lock).await.unwrap(); // C's RELEASE timed out: in doubt
+    let free = locker
+        .acquire("free", &me.clone().wait(Duration::from_millis(150)))
+        .await;
+    let free = free.expect("a free name, with A and B up");
+    locker.unlock(&free).await.unwrap();
+    for node in &nodes[..2] {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE busy other 30000") > 0);
+    }
+    let busy = locker
+        .acquire("busy", &me.clone().wait(Duration::from_millis(1)))
+        .await;
+    nodes[2].signal("CONT");
+    assert!(
+        matches!(busy, Err(Error::Taken)),
+        "held by another owner on a majority: {busy:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_ends_by_its_deadline_plus_one_node_timeout() {
+    // 2026-11-28: a hand-off late in a wait longer than TTL/2 needs an
+    // extend round (the grants' validity counts from the first WAIT), and
+    // if that fails a release: each took up to a node timeout, so lock()
+    // returned ~2 node timeouts past its deadline (here 6.6 s for a 3 s
+    // wait with a 2 s node timeout). Now every round after the deadline
+    // ends by the deadline plus one node timeout. EXTENDs (and what
+    // follows them on the connection) are held back 5 s on every path.
+    let wait = Duration::from_secs(3);
+    let node_timeout = Duration::from_secs(2);
+    let nodes = Server::start_n(3);
+    for (key, owner) in [("own", Some("me")), ("generated", None)] {
+        let (proxies, via) = in_front_of(&nodes);
+        let locker = Builder::new(&via)
+            .ttl(Duration::from_secs(4))
+            .node_timeout(node_timeout)
+            .build()
+            .unwrap();
+        for node in &nodes {
+            let cmd = format!("LOCK.ACQUIRE {key} other 30000");
+            assert!(int(&mut node.conn(), &cmd) > 0);
+        }
+        for p in &proxies {
+            p.delay("LOCK.EXTEND", Duration::from_secs(5));
+        }
+        let mut opts = LockOptions::new().ttl(Duration::from_secs(4)).wait(wait);
+        if let Some(owner) = owner {
+            opts = opts.owner(owner);
+        }
+        let started = Instant::now();
+        let waiting = {
+            let locker = locker.clone();
+            tokio::spawn(async move { locker.acquire(key, &opts).await })
+        };
+        // Handed over at 2.6 s: the grants' validity (from the first WAIT,
+        // at 0 s) is under TTL/2, so an extend round must confirm it.
+        tokio::time::sleep_until((started + Duration::from_millis(2600)).into()).await;
+        for node in &nodes {
+            assert_eq!(
+                int(&mut node.conn(), &format!("LOCK.RELEASE {key} other")),
+                1
+            );
+        }
+        let got = waiting.await.unwrap();
+        let took = started.elapsed();
+        println!(
+            "{key}: {:?} after {took:?}",
+            got.as_ref().map(|l| l.token())
+        );
+        // Slack for a loaded machine; before, 6.6 s.
+        assert!(
+            took < wait + node_timeout + Duration::from_millis(600),
+            "{key}: returned {:?} past the deadline: {got:?}",
+            took - wait
+        );
+        assert!(got.is_err(), "{key}: no extend round could confirm it");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn polling_rounds_end_by_the_deadline_plus_one_node_timeout() {
+    // The same bound for polling rounds (`retry_count` set; also REENTRANT
+    // and a module from before TICKET): a round begun just before the
+    // deadline that no server answers took its node timeout, then its
+    // release as long again (the RELEASE follows the unanswered ACQUIRE on
+    // the connection): 6.6 s for a 3 s wait with a 2 s node timeout.
+    let wait = Duration::from_secs(3);
+    let node_timeout = Duration::from_secs(2);
+    let nodes = Server::start_n(3);
+    let (proxies, via) = in_front_of(&nodes);
+    let locker = Builder::new(&via)
+        .node_timeout(node_timeout)
+        .retry_count(10_000)
+        .retry_delay(Duration::from_millis(20), Duration::from_millis(40))
+        .build()
+        .unwrap();
+    for node in &nodes {
+        assert!(int(&mut node.conn(), "LOCK.ACQUIRE p other 30000") > 0);
+    }
+    let opts = LockOptions::new().owner("me").wait(wait);
+    let started = Instant::now();
+    let waiting = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.acquire("p", &opts).await })
+    };
+    // Rounds say "taken" at once until then; from then on none is answered.
+    tokio::time::sleep_until((started + Duration::from_millis(2600)).into()).await;
+    for p in &proxies {
+        p.delay("LOCK.ACQUIRE", Duration::from_secs(5));
+    }
+    let got = waiting.await.unwrap();
+    let took = started.elapsed();
+    println!("{got:?} after {took:?}");
+    assert!(
+        took < wait + node_timeout + Duration::from_millis(600),
+        "returned {:?} past the deadline: {got:?}",
+        took - wait
+    );
+    assert!(got.is_err());
+}

@@ -2,7 +2,8 @@
 # Installs the peer libraries at pinned versions: redis-py and pottery from
 # PyPI into the venv `make python` built this repository's Python package in
 # (target/python-venv, or the python given as $1), so one interpreter runs
-# all Python rows; ioredis and redlock from npm into bench/peers/node_modules
+# all Python rows; ioredis, redlock (5.0.0-beta.2 and 4.2.0) and
+# redis-semaphore from npm into bench/peers/node_modules
 # (git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")"

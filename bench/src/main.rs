@@ -214,7 +214,7 @@ async fn main() {
     let all_urls: Vec<String> = urls(&nodes);
     let rounds =
         quorum_rounds::run(&all_urls, plan.quorum_rounds, plan.iterations, plan.secs).await;
-    writeln!(md, "\n## 3. Quorum lock + unlock\n\nUncontended lock + unlock on N local servers with the module: the nodes' fencing-token counters aligned first, as on nodes up for over a minute (a fresh node counts from its own start + 60 s); sequential latency over {} cycles (p50, p99), then throughput with 1, 16 and 64 concurrent tasks ({} s each, a name per task). {} interleaved rounds: round r runs every client once (in an order rotated each round) before round r + 1; each figure is the median over rounds with the min–max in brackets.\n\n- **floor**: the cheapest fan-out a client can do. A lock + unlock needs two round trips to the N nodes, so two rounds of N `PING`s *joined on the calling task* (`futures::future::join_all`) over one persistent multiplexed connection per node. The spawned-task variant (a tokio task per node per round, as the floor was measured before) is shown for reference only.\n- **redis-lock**: the Rust client's `try_lock` + `unlock`, fencing on (the default) and off; the **Python package** `redis_lock_client` is the same client behind PyO3 (`lock(name, auto_renew=False).release()`), threads instead of tasks.\n- **peers** use their own SET NX PX + Lua recipe on the same servers (redis-py's Lock only at N = 1: it is not a quorum lock).\n", plan.iterations, plan.secs, plan.quorum_rounds).unwrap();
+    writeln!(md, "\n## 3. Quorum lock + unlock\n\nUncontended lock + unlock on N local servers with the module: the nodes' fencing-token counters aligned first, as on nodes up for over a minute (a fresh node counts from its own start + 60 s); sequential latency over {} cycles (p50, p99), then throughput with 1, 16 and 64 concurrent tasks ({} s each, a name per task). {} interleaved rounds: round r runs every client once (in an order rotated each round) before round r + 1; each figure is the median over rounds with the min–max in brackets.\n\n- **floor**: the cheapest fan-out a client can do. A lock + unlock needs two round trips to the N nodes, so two rounds of N `PING`s *joined on the calling task* (`futures::future::join_all`) over one persistent multiplexed connection per node. The spawned-task variant (a tokio task per node per round, as the floor was measured before) is shown for reference only.\n- **redis-lock**: the Rust client's `try_lock` + `unlock`, fencing on (the default) and off; the **Python package** `redis_lock_client` is the same client behind PyO3 (`lock(name, auto_renew=False).release()`), threads instead of tasks; the **Node package** `redis-lock-client` is the same client behind napi-rs (`(await locker.lock(name, {{ autoRenew: false }})).release()`), promises on one event loop.\n- **peers** use their own SET NX PX + Lua recipe on the same servers (redis-py's Lock only at N = 1: it is not a quorum lock).\n", plan.iterations, plan.secs, plan.quorum_rounds).unwrap();
     writeln!(md, "| client | N | p50 us | p99 us | ops/s x1 | ops/s x16 | ops/s x64 |\n|---|---:|---:|---:|---:|---:|---:|").unwrap();
     for r in &rounds.rows {
         writeln!(
@@ -230,7 +230,7 @@ async fn main() {
         )
         .unwrap();
     }
-    writeln!(md, "\nRatios, each paired within a round (this round's redis-lock over this round's floor) and then the median (min–max) over rounds; PASS/MISS judges the median. \"redis-lock\" is the Rust client with fencing on; \"fastest peer\" is the peer (rslock, node-redlock, pottery, redis-py) with the best median at that figure, named in the cell; the Python targets compare the package with the Rust client it wraps and with the fastest pure-Python peer.\n\n| measure | target | N = 1 | N = 3 | N = 5 |\n|---|---|---|---|---|").unwrap();
+    writeln!(md, "\nRatios, each paired within a round (this round's redis-lock over this round's floor) and then the median (min–max) over rounds; PASS/MISS judges the median. \"redis-lock\" is the Rust client with fencing on; \"fastest peer\" is the peer (rslock, node-redlock 5 and 4, redis-semaphore, pottery, redis-py) with the best median at that figure, named in the cell; the Python targets compare the package with the Rust client it wraps and with the fastest pure-Python peer, the Node targets the Node package with the Rust client and with the fastest Node peer.\n\n| measure | target | N = 1 | N = 3 | N = 5 |\n|---|---|---|---|---|").unwrap();
     for line in quorum_ratios::table(&rounds) {
         writeln!(md, "{line}").unwrap();
         summary += &format!("| quorum: {}\n", line.trim_start_matches("| "));
@@ -285,6 +285,20 @@ async fn main() {
     };
     writeln!(md, "\n{}", python_line.trim_matches('|').trim()).unwrap();
     summary += &format!("{python_line}\n");
+    let node_line = match cont.iter().find(|c| c.1 == Kind::OursNode) {
+        Some((_, _, r)) => format!(
+            "| contention: Node package longest wait {:.0} ms (target <= 50 ms) {} |",
+            r.max_wait_ms,
+            if r.max_wait_ms <= 50.0 {
+                "PASS"
+            } else {
+                "MISS"
+            }
+        ),
+        None => "| contention: Node package not measured (make node) |".into(),
+    };
+    writeln!(md, "\n{}", node_line.trim_matches('|').trim()).unwrap();
+    summary += &format!("{node_line}\n");
     let chart: Vec<(String, f64)> = cont
         .iter()
         .map(|(n, _, r)| (n.clone(), r.sections_per_s))
@@ -302,7 +316,7 @@ async fn main() {
 
     eprintln!("      ... and on N = 3 and 5 servers");
     let quorum_hot = quorum_contention::run(&all_urls, plan.quorum_hot_secs).await;
-    writeln!(md, "### 4b. {} clients, one key, N = 3 and 5 servers\n\nThe same loop for {} s on a quorum. redis-lock: the public `Locker::lock(name, 30 s)` (Rust) and `Locker.lock(name, wait=30.0)` (Python), however the client waits; the others poll as their libraries do. Targets for the redis-lock rows: hand-off p99 <= {:.0} ms, longest wait <= {:.0} ms, every client completes sections.\n\n| client | N | critical sections/s | hand-off p50 us | hand-off p99 us | longest wait ms | wait stddev ms | fewest sections |\n|---|---:|---:|---:|---:|---:|---:|---:|", quorum_contention::CLIENTS, plan.quorum_hot_secs, quorum_contention::MAX_HANDOFF_P99_US / 1000.0, quorum_contention::MAX_WAIT_MS).unwrap();
+    writeln!(md, "### 4b. {} clients, one key, N = 3 and 5 servers\n\nThe same loop for {} s on a quorum. redis-lock: the public `Locker::lock(name, 30 s)` (Rust), `Locker.lock(name, wait=30.0)` (Python) and `locker.lock(name, {{ wait: 30000 }})` (Node), however the client waits; the others poll as their libraries do. Targets for the redis-lock rows: hand-off p99 <= {:.0} ms, longest wait <= {:.0} ms, every client completes sections.\n\n| client | N | critical sections/s | hand-off p50 us | hand-off p99 us | longest wait ms | wait stddev ms | fewest sections |\n|---|---:|---:|---:|---:|---:|---:|---:|", quorum_contention::CLIENTS, plan.quorum_hot_secs, quorum_contention::MAX_HANDOFF_P99_US / 1000.0, quorum_contention::MAX_WAIT_MS).unwrap();
     for m in &quorum_hot {
         let label = format!("{} | {}", m.client, m.n);
         writeln!(md, "{}", contention_line(&label, &m.row)).unwrap();

@@ -1,5 +1,5 @@
-//! Peer libraries in other languages, and this repository's Python package,
-//! run as subprocesses that print JSON (bench/peers/). A driver whose
+//! Peer libraries in other languages, and this repository's Python and
+//! Node packages, run as subprocesses that print JSON (bench/peers/). A driver whose
 //! runtime is not installed is skipped with a note on stderr.
 
 use crate::contention::Row as ContentionRow;
@@ -22,8 +22,12 @@ pub enum Kind {
     OursNoFencing,
     /// redis-lock's Python package (the Rust client behind PyO3).
     OursPython,
-    /// Another library in Rust or Node.
+    /// redis-lock's Node package (the Rust client behind napi-rs).
+    OursNode,
+    /// Another library in Rust.
     Peer,
+    /// Another library in Node: the bar for the Node package.
+    NodePeer,
     /// Another library in Python: the bar for the Python package.
     PythonPeer,
 }
@@ -31,14 +35,16 @@ pub enum Kind {
 impl Kind {
     fn of(v: &serde_json::Value) -> Kind {
         match (v["role"].as_str(), v["lang"].as_str()) {
+            (Some("ours"), Some("node")) => Kind::OursNode,
             (Some("ours"), _) => Kind::OursPython,
             (_, Some("python")) => Kind::PythonPeer,
+            (_, Some("node")) => Kind::NodePeer,
             _ => Kind::Peer,
         }
     }
 
     pub fn is_peer(self) -> bool {
-        matches!(self, Kind::Peer | Kind::PythonPeer)
+        matches!(self, Kind::Peer | Kind::NodePeer | Kind::PythonPeer)
     }
 }
 

@@ -9,7 +9,7 @@ use crate::peers::{self, Kind};
 pub const CLIENTS: usize = 16;
 pub const NS: [usize; 2] = [3, 5];
 
-/// Targets for the redis-lock rows (Rust and Python).
+/// Targets for the redis-lock rows (Rust, Python and Node).
 pub const MAX_HANDOFF_P99_US: f64 = 2000.0;
 pub const MAX_WAIT_MS: f64 = 100.0;
 
@@ -61,7 +61,7 @@ fn verdict(ok: bool) -> &'static str {
 /// also a summary line.
 pub fn targets(rows: &[Measured]) -> Vec<String> {
     rows.iter()
-        .filter(|m| matches!(m.kind, Kind::Ours | Kind::OursPython))
+        .filter(|m| matches!(m.kind, Kind::Ours | Kind::OursPython | Kind::OursNode))
         .map(|m| {
             let r = &m.row;
             format!(

@@ -180,6 +180,27 @@ pub fn table(rounds: &Rounds) -> Vec<String> {
             }
         }),
     ));
+    measures.push((
+        "Node package / Rust client, p50".into(),
+        Box::new(|_| Some(Target::AtMost(1.2))),
+        Box::new(|r, n| {
+            ratio(r.find(n, Kind::OursNode), r.find(n, Kind::Ours), |s| {
+                s.p50_us
+            })
+        }),
+    ));
+    let x64 = TASKS.len() - 1;
+    measures.push((
+        format!("Node package / fastest Node peer, ops/s x{}", TASKS[x64]),
+        Box::new(|_| Some(Target::AtLeast(1.5))),
+        Box::new(move |r, n| {
+            let peer = best(r, n, |k| k == Kind::NodePeer, move |s| s.tput[x64], true);
+            Cell {
+                against: peer.map(|p| p.client.clone()),
+                ..ratio(r.find(n, Kind::OursNode), peer, |s| s.tput[x64])
+            }
+        }),
+    ));
     measures
         .iter()
         .map(|(name, target, cell)| {

@@ -150,7 +150,9 @@ fn rank(kind: Kind) -> usize {
         Kind::Ours => 3,
         Kind::OursNoFencing => 4,
         Kind::OursPython => 5,
-        Kind::Peer => 6,
-        Kind::PythonPeer => 7,
+        Kind::OursNode => 6,
+        Kind::Peer => 7,
+        Kind::NodePeer => 8,
+        Kind::PythonPeer => 9,
     }
 }

@@ -16,6 +16,7 @@ use crate::one_runtime::on_one_runtime;
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
 use crate::round::{acquire_answer, code_answer, Classify, Late, Pending, Reply, Round};
+use crate::server_clock;
 use crate::server_ids::{SameServers, ServerTag};
 use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
@@ -370,18 +371,6 @@ impl Locker {
         self.send(i, cmd, Some(timeout), false, unique)
     }
 
-    /// `cmd` on `targets`, every reply waited for (until `timeout`).
-    pub(crate) async fn round_on(
-        &self,
-        targets: &[usize],
-        cmd: Cmd,
-        timeout: Duration,
-        classify: Classify,
-    ) -> Tally {
-        let round = self.round(targets, cmd, timeout, classify, false).await;
-        round.finish().await
-    }
-
     /// Every node's index (kept, not collected per round).
     fn all(&self) -> &[usize] {
         &self.inner.all
@@ -391,11 +380,13 @@ impl Locker {
     /// in the server up to that long), check majority and validity, fence,
     /// and release everywhere on failure.
     /// `unsure`: set if a RELEASE of this attempt timed out (it may still
-    /// reach its server; see `acquire_as`).
+    /// reach its server; see `acquire_as`). `end`: every round of it ends
+    /// by then (a wait's deadline plus one node timeout).
     async fn attempt(
         &self,
         req: &Request<'_>,
         server_wait: Option<Duration>,
+        end: Option<Instant>,
         unsure: &mut bool,
     ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
@@ -409,6 +400,9 @@ impl Locker {
             // A late "busy" is busy, not an outage.
             timeout += wait + WAIT_SLACK;
         }
+        if let Some(end) = end {
+            timeout = timeout.min(end.saturating_duration_since(start));
+        }
         if req.reentrant {
             cmd.arg("REENTRANT");
         }
@@ -416,7 +410,7 @@ impl Locker {
         // below it all grant exactly it, so the quorum token is already on a
         // majority and the fencing round is skipped (see quorum::token_floor).
         cmd.arg("MINTOKEN")
-            .arg(quorum::token_floor(quorum::unix_micros()));
+            .arg(quorum::token_floor(self.servers_time(Instant::now())));
         let need = req.hold.need(self.inner.nodes.len());
         let mut round = self
             .round_needing(self.all(), cmd, timeout, acquire_answer, false, need)
@@ -466,10 +460,17 @@ impl Locker {
                 }
             }
             let mut lock = Lock::granted(req, token, start, shared.clone());
-            match self.fence(&tally, &mut lock, start).await {
+            match self.fence(&tally, &mut lock, start, end).await {
                 Ok(()) => return Ok(lock),
+                Err(e) if lock.unique => {
+                    // Nothing of this owner comes after it (a next round
+                    // makes its own): given back in the background.
+                    lock.shared.let_go();
+                    self.release_everywhere_later(req.name, req.owner);
+                    return Err(e);
+                }
                 Err(e) => {
-                    let released = Box::pin(self.let_go(&lock)).await;
+                    let released = Box::pin(self.let_go_within(&lock, self.budget(end))).await;
                     *unsure |= release_timed_out(&released).next().is_some();
                     return Err(e);
                 }
@@ -477,7 +478,7 @@ impl Locker {
         }
         let tally = if req.unique {
             let waited = server_wait.is_some();
-            Box::pin(self.give_back_pass(req, round, start, waited, unsure)).await
+            Box::pin(self.give_back_pass(req, round, start, waited, end, unsure)).await
         } else {
             // A grant may have landed even where the reply was lost: release
             // everywhere, after every acquire request has been sent or timed
@@ -492,12 +493,15 @@ impl Locker {
                 let held: Vec<usize> = tally.granted().collect();
                 if !held.is_empty() {
                     // Never resent: a repeat would drop another hold.
-                    let release = self.release_on_nodes(&held, req.name, req.owner, false);
+                    let timeout = self.budget(end);
+                    let release = self.release_on_nodes(&held, req.name, req.owner, false, timeout);
                     let released = Box::pin(release).await;
                     *unsure |= release_timed_out(&released).next().is_some();
                 }
             } else if !(tally.yes.is_empty() && tally.failures.is_empty()) {
-                let released = Box::pin(self.release_everywhere(req.name, req.owner, false)).await;
+                let timeout = self.budget(end);
+                let release = self.release_within(req.name, req.owner, false, timeout);
+                let released = Box::pin(release).await;
                 *unsure |= release_timed_out(&released).next().is_some();
             }
             tally
@@ -512,6 +516,12 @@ impl Locker {
     /// Let `lock` go and give back what it holds: everywhere, or for a
     /// REENTRANT lock where its own holds are confirmed.
     pub(crate) async fn let_go(&self, lock: &Lock) -> Tally {
+        self.let_go_within(lock, self.inner.config.node_timeout)
+            .await
+    }
+
+    /// `let_go` with a round that ends after `timeout`.
+    async fn let_go_within(&self, lock: &Lock, timeout: Duration) -> Tally {
         if lock.reentrant {
             // Also past its validity: a Lock's own estimate is stale when a
             // clone was renewed (an AutoLock's watchdog, helper-33). Limit:
@@ -520,12 +530,12 @@ impl Locker {
             // resent: a repeat would drop another handle's hold.
             let held = lock.shared.let_go_holds();
             return self
-                .release_on_nodes(&held, lock.name(), lock.owner(), false)
+                .release_on_nodes(&held, lock.name(), lock.owner(), false, timeout)
                 .await;
         }
         let taking_back = lock.shared.let_go_taking_back();
         let released = self
-            .release_everywhere(lock.name(), lock.owner(), lock.unique)
+            .release_within(lock.name(), lock.owner(), lock.unique, timeout)
             .await;
         taking_back.done(&released);
         released
@@ -547,12 +557,13 @@ impl Locker {
         mut round: Round,
         start: Instant,
         waited: bool,
+        end: Option<Instant>,
         unsure: &mut bool,
     ) -> Tally {
         // The last replies are usually on their way (a busy name under
         // contention): as long again as the verdict took for them, so that
         // a background task is only needed for a server that is slow.
-        let grace = start.elapsed().max(HOLDERS_GRACE_MIN);
+        let grace = start.elapsed().max(HOLDERS_GRACE_MIN).min(self.budget(end));
         let _ = tokio::time::timeout(grace, async { while round.next().await {} }).await;
         let mut later = round.silent();
         let (tally, late) = round.split();
@@ -591,9 +602,20 @@ impl Locker {
                 release_when_answered(self.clone(), req, late, later);
             }
         }
-        if !held.is_empty() {
+        let timeout = self.inner.config.node_timeout;
+        if held.is_empty() {
+        } else if self.budget(end) < timeout {
+            // Too close to the call's end to wait for: in the background.
+            *unsure = true;
+            let (locker, name, owner) = (self.clone(), req.name.to_string(), req.owner.to_string());
+            BACKGROUND.spawn(async move {
+                locker
+                    .release_on_nodes(&held, &name, &owner, true, timeout)
+                    .await
+            });
+        } else {
             let released = self
-                .release_on_nodes(&held, req.name, req.owner, true)
+                .release_on_nodes(&held, req.name, req.owner, true, timeout)
                 .await;
             *unsure |= release_timed_out(&released).next().is_some();
         }
@@ -604,11 +626,14 @@ impl Locker {
     /// token (`Tally::quorum_token`) to it until a majority holds at least
     /// it, so that any later majority (which overlaps this one) hands out
     /// larger tokens. Skipped when a majority of grants is already >= it.
+    /// `end`: its rounds (fencing, then an extend round) end by then, each
+    /// within the node timeout (see `Locker::budget`).
     pub(crate) async fn fence(
         &self,
         grants: &Tally,
         lock: &mut Lock,
         start: Instant,
+        end: Option<Instant>,
     ) -> Result<(), Error> {
         let cfg = &self.inner.config;
         if cfg.fencing && !grants.majority_holds(lock.token()) {
@@ -627,7 +652,8 @@ impl Locker {
                     Ok(Value::Int(t)) if t > 0 => Answer::Yes(t as u64),
                     other => code_answer(other),
                 };
-                let round = self.round(&behind, cmd, cfg.node_timeout, fence_answer, true);
+                let timeout = self.budget(end);
+                let round = self.round(&behind, cmd, timeout, fence_answer, true);
                 round.await.finish().await
             })
             .await;
@@ -657,8 +683,25 @@ impl Locker {
                 lock.valid_until = until;
                 Ok(())
             }
-            _ => Box::pin(self.extend(lock)).await,
+            _ => Box::pin(self.extend_within(lock, self.budget(end))).await,
         }
+    }
+
+    /// The servers' clock at `at` (µs since the epoch), as the nodes read
+    /// it when they connected; the client's own clock if none could be
+    /// read (`server_clock.rs`).
+    pub(crate) fn servers_time(&self, at: Instant) -> u64 {
+        let offsets = self.inner.nodes.iter().filter_map(|n| n.clock_offset());
+        server_clock::servers_time(offsets, at, quorum::unix_micros())
+    }
+
+    /// The time a round may take: the node timeout, cut to what is left
+    /// until `end` (a call's deadline plus one node timeout).
+    pub(crate) fn budget(&self, end: Option<Instant>) -> Duration {
+        let timeout = self.inner.config.node_timeout;
+        end.map_or(timeout, |end| {
+            timeout.min(end.saturating_duration_since(Instant::now()))
+        })
     }
 
     /// End of validity of grants (or extensions) requested at `start`:
@@ -702,7 +745,23 @@ impl Locker {
     /// Release on every node, waiting for each answer (or its timeout).
     /// `unique`: the owner was made for one call (see `release_on`).
     pub(crate) async fn release_everywhere(&self, name: &str, owner: &str, unique: bool) -> Tally {
-        self.release_on_nodes(self.all(), name, owner, unique).await
+        let timeout = self.inner.config.node_timeout;
+        self.release_on_nodes(self.all(), name, owner, unique, timeout)
+            .await
+    }
+
+    /// `release_everywhere` with a round that ends after `timeout`: a
+    /// RELEASE still unanswered then leaves its node in doubt (see
+    /// `Node::in_doubt`), so that the owner's next call does not overtake it.
+    pub(crate) async fn release_within(
+        &self,
+        name: &str,
+        owner: &str,
+        unique: bool,
+        timeout: Duration,
+    ) -> Tally {
+        self.release_on_nodes(self.all(), name, owner, unique, timeout)
+            .await
     }
 
     /// `release_everywhere` in the background, counted as clean-up: for an
@@ -713,16 +772,16 @@ impl Locker {
     }
 
     /// `LOCK.RELEASE name owner` on `nodes`, every reply waited for (until
-    /// the node timeout); `resend`: see `Node::query_shared`.
+    /// `timeout`); `resend`: see `Node::query_shared`.
     async fn release_on_nodes(
         &self,
         nodes: &[usize],
         name: &str,
         owner: &str,
         resend: bool,
+        timeout: Duration,
     ) -> Tally {
         let cmd = release_cmd(name, owner);
-        let timeout = self.inner.config.node_timeout;
         let round = self.round(nodes, cmd, timeout, code_answer, resend).await;
         round.finish().await
     }
@@ -841,13 +900,23 @@ impl Locker {
                 return Err(two);
             }
         }
-        let single = self.inner.nodes.len() == 1;
         // A wait too long for the clock (`Duration::MAX`: "forever") is a
         // century: no panic on the addition.
         let now = Instant::now();
         let deadline = now
             .checked_add(wait)
             .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
+        // With a wait, every round of the call ends by its deadline plus
+        // one node timeout (an answer on its way, a fencing or extend
+        // round, a failed round's RELEASE; a generated owner's clean-up
+        // goes on in the background). Not a single try (no wait): its
+        // round may take the node timeout and still need a fencing round
+        // and its clean-up, each given the node timeout as before.
+        let end = if wait.is_zero() {
+            None
+        } else {
+            deadline.checked_add(cfg.node_timeout)
+        };
         // A wait: queue in the servers' WAIT queues (fair, a hand-off per
         // round trip) unless rounds were capped explicitly. One server too:
         // the queued path owns its requests, so a WAIT still travelling when
@@ -871,7 +940,7 @@ impl Locker {
             // caller's own owner would have to leave such a server out for
             // the whole call, so it queues at once, as before.)
             if req.unique && !self.inner.busy.is_busy(req.name, Instant::now()) {
-                let (got, _) = self.try_once(req, None).await;
+                let (got, _) = self.try_once(req, None, end).await;
                 if matches!(got, Err(Error::Taken)) {
                     self.inner.busy.mark(req.name, Instant::now());
                 }
@@ -903,6 +972,7 @@ impl Locker {
             }
             fell_back = true;
         }
+        let single = self.inner.nodes.len() == 1;
         let mut rounds = 0u32;
         let mut fresh = String::new();
         loop {
@@ -918,7 +988,7 @@ impl Locker {
             // a caller's own owner got two holders that way).
             let server_wait =
                 (single && req.unique && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
-            let (got, unsure) = self.try_once(&pass, server_wait).await;
+            let (got, unsure) = self.try_once(&pass, server_wait, end).await;
             let err = match got {
                 Ok(lock) => return Ok(lock),
                 Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
@@ -956,6 +1026,7 @@ impl Locker {
         &self,
         req: &Request<'_>,
         server_wait: Option<Duration>,
+        end: Option<Instant>,
     ) -> (Result<Lock, Error>, bool) {
         let mut unsure = false;
         let mut abandoned = Abandoned {
@@ -964,7 +1035,7 @@ impl Locker {
             waited: server_wait.is_some(),
             runtime: crate::one_runtime::here(),
         };
-        let got = self.attempt(req, server_wait, &mut unsure).await;
+        let got = self.attempt(req, server_wait, end, &mut unsure).await;
         abandoned.locker = None;
         (got, unsure)
     }
@@ -987,13 +1058,18 @@ impl Locker {
     /// # Ok(()) }
     /// ```
     pub async fn extend(&self, lock: &mut Lock) -> Result<(), Error> {
-        let cfg = &self.inner.config;
+        self.extend_within(lock, self.inner.config.node_timeout)
+            .await
+    }
+
+    /// `extend` with a round that ends after `timeout`.
+    async fn extend_within(&self, lock: &mut Lock, timeout: Duration) -> Result<(), Error> {
         let start = Instant::now();
         let mut cmd = lock_cmd("LOCK.EXTEND", lock.name(), lock.owner());
         cmd.arg(ms(lock.ttl()));
         let need = lock.hold.need(self.inner.nodes.len());
         let mut round = self
-            .round_needing(self.all(), cmd, cfg.node_timeout, code_answer, true, need)
+            .round_needing(self.all(), cmd, timeout, code_answer, true, need)
             .await;
         // Fail-fast stops at an acquisition's verdict: an owner's may need
         // more answers (a failure is no "not ours").

@@ -2,12 +2,13 @@
 //! short operation, (re)connected on demand after a failure, and a small
 //! pool of dedicated connections for blocking calls (`LOCK.ACQUIRE ... WAIT`).
 
+use crate::server_clock::ServerClock;
 use crate::server_ids::{self, SameServers, ServerTag};
 use redis::aio::MultiplexedConnection;
 use redis::{Client, Cmd, ErrorKind, RedisError, Value};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Mutex};
 
 /// Idle dedicated connections kept per node; more concurrent waiters open
@@ -114,8 +115,10 @@ pub struct Node {
     /// deadline passed) before its reply, so it may still be on its way (a
     /// stalled server, a slow path); the value tells that doubt from a later
     /// one. Cleared by the reply to a request sent after it: replies come
-    /// in order. See `Locker::drain_shared`.
+    /// in order. See `Locker::drain`.
     doubt: AtomicU64,
+    /// The server's clock, read when the shared connection opened.
+    clock: ServerClock,
 }
 
 /// Doubts are told apart by a process-wide count.
@@ -206,6 +209,7 @@ impl Node {
             last_server: std::sync::Mutex::new(None),
             same,
             doubt: AtomicU64::new(0),
+            clock: ServerClock::default(),
         }
     }
 
@@ -269,10 +273,43 @@ impl Node {
         }
         let mut c = self.client.get_multiplexed_async_connection().await?;
         let server = self.identify(&mut c).await?;
+        self.read_clock(&mut c).await;
         let id = self.opened.fetch_add(1, Ordering::Relaxed);
         let open = Driven::here(c.clone(), id, server.clone());
         *self.conn.lock().expect("connection slot") = Some(open);
         Ok((c, id, server))
+    }
+
+    /// Read the server's clock (`TIME`) for queued waits' tickets
+    /// (`server_clock.rs`). Refused (an ACL without `+time`) or failed, the
+    /// last reading stays; a broken connection fails the next request.
+    async fn read_clock(&self, c: &mut MultiplexedConnection) {
+        let sent = Instant::now();
+        if let Ok((secs, micros)) = redis::cmd("TIME").query_async::<(u64, u64)>(c).await {
+            let server = secs.saturating_mul(1_000_000).saturating_add(micros);
+            let own = crate::quorum::unix_micros();
+            self.clock.read(sent, Instant::now(), server, own);
+        }
+    }
+
+    /// Whether the server's clock should be read again (see
+    /// `ServerClock::stale`).
+    pub(crate) fn clock_stale(&self) -> bool {
+        let own = crate::quorum::unix_micros();
+        self.clock.stale(Instant::now(), own)
+    }
+
+    /// Read the server's clock again on the shared connection, if open.
+    pub(crate) async fn read_clock_again(&self) {
+        if let Some((mut conn, ..)) = self.cached() {
+            self.read_clock(&mut conn).await;
+        }
+    }
+
+    /// The server's clock minus this process's monotonic one, in µs, as
+    /// read last (`server_clock.rs`).
+    pub(crate) fn clock_offset(&self) -> Option<i64> {
+        self.clock.offset()
     }
 
     /// Which server a new connection reached (`LOCK.SERVERID`), so that a

@@ -27,11 +27,12 @@ use crate::locker::{lock_cmd, ms, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
 use crate::node::{is_timeout, Failure};
 use crate::one_runtime;
 use crate::quorum::{self, Answer, Tally};
-use crate::round::{acquire_answer, untag, Pending};
+use crate::round::{acquire_answer, untag, Pending, Reply};
 use crate::server_ids::ServerTag;
+use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
 use rand::Rng;
-use redis::{Cmd, Value};
+use redis::Cmd;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
@@ -46,6 +47,9 @@ const HOLDOUT_BASE: Duration = Duration::from_millis(2);
 /// there now and then, and the WAIT went out before the alias was known);
 /// only a new Locker's first wait with a stalled server pays it.
 const MEET_GRACE_MIN: Duration = Duration::from_millis(50);
+/// Longest a queued wait waits for servers' clocks read again (see
+/// `Locker::fresh_clocks`).
+const CLOCK_READ_FOR: Duration = Duration::from_millis(100);
 /// Longest hold-out before the random factor: a waiter that waited long
 /// still gives back within twice this.
 const HOLDOUT_MAX: Duration = Duration::from_millis(250);
@@ -73,6 +77,9 @@ enum Slot {
     Returning,
     /// Asked again at that instant (after a failure or an early nil).
     Retry(Instant),
+    /// Not asked yet: something this owner gave up on may still be on its
+    /// way on the node's shared connection (see `Locker::drain`).
+    Draining,
     /// Done without a grant: the wait ran out (`None`) or the server failed
     /// or refused (the answer).
     Out(Option<Answer>),
@@ -174,7 +181,7 @@ impl Locker {
             cmd.arg("REENTRANT");
         }
         cmd.arg("MINTOKEN")
-            .arg(quorum::token_floor(quorum::unix_micros()));
+            .arg(quorum::token_floor(self.servers_time(Instant::now())));
         // A late "busy" is busy, not an outage.
         (cmd, left + self.inner.config.node_timeout + WAIT_SLACK)
     }
@@ -199,10 +206,12 @@ impl Locker {
         req: &Request<'_>,
         deadline: Instant,
     ) -> Result<Lock, Error> {
-        // The same ticket on every server gives every queue the same order;
-        // kept across attempts, so a retry keeps its place.
-        let ticket = quorum::unix_micros().max(1);
         let called = Instant::now();
+        // Past the wait's deadline only for replies already on their way:
+        // the call ends by its deadline plus one node timeout, whatever
+        // rounds a won lock still needs (fencing, an extend round) or a
+        // failed one (its RELEASE).
+        let end = deadline.checked_add(self.inner.config.node_timeout);
         // Servers a RELEASE of this call got no definite reply from: that
         // RELEASE may still be on its way, on the shared connection, while
         // a new WAIT travels on a dedicated one and can overtake it. A grant
@@ -213,9 +222,17 @@ impl Locker {
         if let Some(two) = self.two_urls_of_one_server(&[]) {
             return Err(two);
         }
-        if !req.unique {
-            self.drain_shared(&mut unsure).await;
-        }
+        // The same ticket on every server gives every queue the same order;
+        // kept across attempts, so a retry keeps its place. On the servers'
+        // clock, read as the nodes connected, so that the client's own
+        // clock does not decide who is served (`server_clock.rs`).
+        self.fresh_clocks().await;
+        let ticket = self.servers_time(called);
+        // For a caller's own owner: the nodes to drain before their first
+        // WAIT, drained in the first pass while the others are asked.
+        let mut doubtful: Vec<bool> = (self.inner.nodes.iter())
+            .map(|n| !req.unique && n.in_doubt())
+            .collect();
         let mut fresh = String::new();
         let mut pass = 0u32;
         loop {
@@ -225,8 +242,9 @@ impl Locker {
                 1 => *req,
                 _ => req.next_pass(&mut fresh),
             };
+            let drain = std::mem::take(&mut doubtful);
             match self
-                .queue_once(&req, ticket, called, deadline, &mut unsure)
+                .queue_once(&req, ticket, called, (deadline, end), &drain, &mut unsure)
                 .await
             {
                 // A majority granted but could not be fenced or kept valid
@@ -247,28 +265,45 @@ impl Locker {
         }
     }
 
+    /// One pass of a queued acquisition, until `deadline` (its replies
+    /// until `end` at the latest). `drain`: nodes to drain first (empty: none).
     async fn queue_once(
         &self,
         req: &Request<'_>,
         ticket: u64,
         called: Instant,
-        deadline: Instant,
+        (deadline, end): (Instant, Option<Instant>),
+        drain: &[bool],
         unsure: &mut [bool],
     ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
         let n = self.inner.nodes.len();
         let need = req.hold.need(n);
         let began = Instant::now();
-        let slots: Vec<Slot> = unsure
-            .iter()
-            .map(|&unsure| {
+        let draining = |i: usize| drain.get(i).copied().unwrap_or(false);
+        let slots: Vec<Slot> = (unsure.iter().enumerate())
+            .map(|(i, &unsure)| {
                 if unsure {
                     Slot::Out(Some(Answer::Failed(UNSURE.into())))
+                } else if draining(i) {
+                    Slot::Draining
                 } else {
                     Slot::Retry(began)
                 }
             })
             .collect();
+        // On each node in doubt, a `LOCK.SERVERID` on the shared connection
+        // before the first WAIT (see `Locker::drain`). The other nodes are
+        // asked meanwhile: a drain waited for first took up to the node
+        // timeout out of the wait (a 100 ms wait after an unlock that
+        // stalled on one server of three said `NoQuorum` after 1 s for a
+        // free name, 2026-11-28).
+        let mut drains = Pending::new();
+        for (i, slot) in slots.iter().enumerate() {
+            if matches!(slot, Slot::Draining) {
+                drains.push(self.drain(i, end));
+            }
+        }
         // Each server's last failure, for the error if the wait runs out.
         let mut causes: Vec<Option<String>> = vec![None; n];
         // Servers sent a request of this pass.
@@ -282,8 +317,12 @@ impl Locker {
         // The quickest reply to a request of this acquisition: a bound on
         // the round trip to the nearest server (zero until one came).
         let mut rtt: Option<Duration> = None;
-        // Waiting past the deadline only for replies already on their way.
-        let hard_stop = deadline + cfg.node_timeout.min(WAIT_SLACK);
+        // Waiting past the deadline only for replies already on their way;
+        // a pass that began after the deadline (a short wait, a busy
+        // runtime) still waits as long for the replies to its first
+        // requests, within the call's end.
+        let hard_stop = deadline.max(began) + cfg.node_timeout.min(WAIT_SLACK);
+        let hard_stop = end.map_or(hard_stop, |end| hard_stop.min(end));
 
         let outcome = loop {
             let now = Instant::now();
@@ -378,6 +417,18 @@ impl Locker {
                         other => Slot::Out(Some(other)),
                     };
                 }
+                Some((i, reply)) = drains.next(), if !drains.is_empty() => {
+                    // Answered: everything sent before it on that
+                    // connection has been served. Timed out: it may still
+                    // arrive, as a RELEASE of this call's may.
+                    out.slots[i] = match reply {
+                        Err(Failure::Transient(cause)) if is_timeout(&cause) => {
+                            unsure[i] = true;
+                            Slot::Out(Some(Answer::Failed(UNSURE.into())))
+                        }
+                        _ => Slot::Retry(Instant::now()),
+                    };
+                }
                 Some((i, reply)) = out.returns.next(), if !out.returns.is_empty() => {
                     // Queue again only after the server confirmed the give
                     // back. A RELEASE that timed out may still arrive later
@@ -424,8 +475,9 @@ impl Locker {
                 // --wait 300ms returned after 800 ms).
                 drop(out);
             } else {
+                let timeout = self.budget(end);
                 let released = self
-                    .release_everywhere(req.name, req.owner, req.unique)
+                    .release_within(req.name, req.owner, req.unique, timeout)
                     .await;
                 mark_unsure(unsure, &released);
             }
@@ -454,13 +506,20 @@ impl Locker {
             settle_late(self.clone(), req, late, Arc::downgrade(&shared), None);
         }
         let won = UnlockOnDrop::new(self, &lock);
-        let fenced = self.fence(&tally, &mut lock, start).await;
+        let fenced = self.fence(&tally, &mut lock, start, end).await;
         if let Err(e) = fenced {
             shared.let_go();
-            let released = self
-                .release_everywhere(req.name, req.owner, req.unique)
-                .await;
-            mark_unsure(unsure, &released);
+            if req.unique {
+                // Nothing of this owner comes after it (a next pass makes
+                // its own): given back in the background, past the end.
+                self.release_everywhere_later(req.name, req.owner);
+            } else {
+                let timeout = self.budget(end);
+                let released = self
+                    .release_within(req.name, req.owner, req.unique, timeout)
+                    .await;
+                mark_unsure(unsure, &released);
+            }
             won.disarm();
             return Err(e);
         }
@@ -510,29 +569,15 @@ impl Locker {
     /// connection (it timed out there, so the call could not wait for it).
     /// Our WAITs travel on connections of their own and could overtake it;
     /// landing after our grant, it would free it (helper-30: two holders).
-    /// On each node where something given up may still be on its way
+    /// So on each node where something given up may still be on its way
     /// (`Node::in_doubt`; usually none), a `LOCK.SERVERID` on the shared
-    /// connection, answered only after everything sent before it there; a
-    /// node that does not answer in time is left out of this call, like
-    /// one whose RELEASE of this call timed out. (A generated owner is new
-    /// for every call.)
-    async fn drain_shared(&self, unsure: &mut [bool]) {
-        let nodes = self.inner.nodes.iter().enumerate();
-        let doubtful: Vec<usize> = nodes
-            .filter(|(_, n)| n.in_doubt())
-            .map(|(i, _)| i)
-            .collect();
-        if doubtful.is_empty() {
-            return;
-        }
-        let answered = |r: Result<Value, Failure>| match r {
-            Ok(_) => Answer::Yes(0),
-            Err(e) => crate::round::failed(e),
-        };
-        let cmd = redis::cmd("LOCK.SERVERID");
-        let timeout = self.inner.config.node_timeout;
-        let drained = self.round_on(&doubtful, cmd, timeout, answered).await;
-        mark_unsure(unsure, &drained);
+    /// connection, answered only after everything sent before it there,
+    /// goes before the first WAIT; a node that does not answer in time is
+    /// left out of this call, like one whose RELEASE of this call timed
+    /// out. (A generated owner is new for every call.)
+    fn drain(&self, i: usize, end: Option<Instant>) -> BoxFuture<'static, Reply> {
+        let cmd = Arc::new(redis::cmd("LOCK.SERVERID"));
+        self.send(i, cmd, Some(self.budget(end)), false, false)
     }
 
     /// Connect to every node not yet connected, so that two URLs of one
@@ -568,6 +613,20 @@ impl Locker {
                 _ = tokio::time::sleep_until(cutoff.into()) => return,
             }
         }
+    }
+
+    /// Read again the clocks of the nodes whose reading is old or from
+    /// before the machine slept (`ServerClock::stale`; usually none), for
+    /// at most `CLOCK_READ_FOR`: a node that does not answer by then keeps
+    /// its reading.
+    async fn fresh_clocks(&self) {
+        let stale = self.inner.nodes.iter().filter(|n| n.clock_stale());
+        let reads: Vec<_> = stale.map(|n| n.read_clock_again()).collect();
+        if reads.is_empty() {
+            return;
+        }
+        let limit = CLOCK_READ_FOR.min(self.inner.config.node_timeout);
+        let _ = tokio::time::timeout(limit, futures_util::future::join_all(reads)).await;
     }
 
     pub(crate) fn pause(&self) -> Duration {

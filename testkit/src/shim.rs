@@ -1,26 +1,36 @@
-//! The clock shim (`clockshim.c`): an LD_PRELOAD library that shifts a
-//! server's wall clock by the seconds written in a file.
+//! LD_PRELOAD shims: the clock shim (`clockshim.c`) shifts a process's
+//! wall clock by the seconds written in a file; the slow lookup
+//! (`slowlookup.c`) makes every host name lookup take longer.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// Build the shim once per process, next to the module.
+/// Build the clock shim once per process, next to the module.
 pub fn clockshim() -> PathBuf {
     static SHIM: OnceLock<PathBuf> = OnceLock::new();
-    SHIM.get_or_init(|| {
-        let out = crate::server::module_path().with_file_name("clockshim.so");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("clockshim.c");
-        let ok = std::process::Command::new("cc")
-            .args(["-shared", "-fPIC", "-O2", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .arg("-ldl")
-            .status()
-            .expect("cc (gcc) is needed to build the clock shim");
-        assert!(ok.success(), "building the clock shim failed");
-        out
-    })
-    .clone()
+    SHIM.get_or_init(|| build("clockshim")).clone()
+}
+
+/// Build the slow lookup once per process, next to the module. Its delay
+/// is `SLOWLOOKUP_MS` in the environment of the process it is preloaded in.
+pub fn slowlookup() -> PathBuf {
+    static SHIM: OnceLock<PathBuf> = OnceLock::new();
+    SHIM.get_or_init(|| build("slowlookup")).clone()
+}
+
+/// `NAME.c` of this crate built into `NAME.so` next to the module.
+fn build(name: &str) -> PathBuf {
+    let out = crate::server::module_path().with_file_name(format!("{name}.so"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("{name}.c"));
+    let ok = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .arg("-ldl")
+        .status()
+        .expect("cc (gcc) is needed to build the LD_PRELOAD shims");
+    assert!(ok.success(), "building {name}.so failed");
+    out
 }
 
 /// A server's wall-clock offset, in seconds, as the shim reads it.

@@ -36,6 +36,17 @@ use tokio::process::Child;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 fn main() -> ExitCode {
+    // First of all: a handled signal that came before its handler was
+    // installed killed the CLI by the signal itself (2 of 359 random
+    // SIGINT/SIGTERM sent at its start, 2026-11-28), where a signal while
+    // waiting exits 128+N. From here on one is queued and read below.
+    let mut signals = match signals::catch() {
+        Ok(rx) => rx,
+        Err(e) => {
+            say!("redis-lock: cannot install signal handlers: {e}");
+            return ExitCode::from(exit::UNAVAILABLE);
+        }
+    };
     let cli = match args::parse() {
         Ok(cli) => cli,
         Err(code) => return code,
@@ -63,9 +74,11 @@ fn main() -> ExitCode {
         .expect("tokio runtime");
     rt.block_on(async {
         let code = match cli.command {
-            Cmd::Run(run) => run_command(&locker, run, cli.verbose).await,
-            Cmd::Status { name } => status(&locker, &name).await,
-            Cmd::Release { name, owner } => release(&locker, &name, &owner).await,
+            Cmd::Run(run) => run_command(&locker, run, cli.verbose, &mut signals).await,
+            Cmd::Status { name } => until_signal(status(&locker, &name), &mut signals).await,
+            Cmd::Release { name, owner } => {
+                until_signal(release(&locker, &name, &owner), &mut signals).await
+            }
         };
         // A wait given up (a signal, --wait ran out) may still have requests
         // travelling to a slow server: what they take is given back as their
@@ -79,14 +92,24 @@ fn main() -> ExitCode {
 /// How long the CLI stays, before exiting, for its background clean-up.
 const CLEAN_UP_FOR: Duration = Duration::from_secs(2);
 
-async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
-    let mut signals = match signals::catch() {
-        Ok(rx) => rx,
-        Err(e) => {
-            say!("redis-lock: cannot install signal handlers: {e}");
-            return ExitCode::from(exit::UNAVAILABLE);
-        }
-    };
+/// `status` or `release`, ended by a handled signal (128+N, as a shell
+/// reports a command a signal ended): the CLI catches them from its start.
+async fn until_signal(
+    work: impl std::future::Future<Output = ExitCode>,
+    signals: &mut UnboundedReceiver<signals::Delivered>,
+) -> ExitCode {
+    tokio::select! {
+        code = work => code,
+        Some(sig) = signals.recv() => ExitCode::from(128u8.wrapping_add(sig.signal as u8)),
+    }
+}
+
+async fn run_command(
+    locker: &Locker,
+    run: Run,
+    verbose: bool,
+    signals: &mut UnboundedReceiver<signals::Delivered>,
+) -> ExitCode {
     let name = run.name.as_str();
     let mut opts = LockOptions::new().ttl(run.ttl).wait(run.wait);
     // An owner made for this call (the default) lets the library take back
@@ -163,7 +186,7 @@ async fn run_command(locker: &Locker, run: Run, verbose: bool) -> ExitCode {
             status = child.wait() => break status,
             _ = guard.lost() => {
                 say!("redis-lock: lock {name:?} lost; stopping the command");
-                return stop_after_loss(&mut child, pid, started, run.grace, guard, &mut signals).await;
+                return stop_after_loss(&mut child, pid, started, run.grace, guard, signals).await;
             }
             Some(sig) = signals.recv() => {
                 signals::pass_on(sig, pid, started);

@@ -1,0 +1,30 @@
+//! Node.js bindings of the redis-lock quorum client (`redis-lock-client`):
+//! thin napi-rs wrappers over the Rust crate, which does all the locking.
+//! The JavaScript in `index.js` checks arguments and turns the outcomes
+//! these return into the package's error classes.
+
+mod args;
+mod errors;
+mod lock;
+mod locker;
+mod runtime;
+
+use napi::bindgen_prelude::Object;
+use napi::{Env, Result};
+use napi_derive::napi;
+
+/// Per env (the main thread and each worker thread): at its teardown,
+/// wait for the clean-up under way (see `runtime::wait_for_clean_up`).
+#[napi(module_exports)]
+pub fn init(_exports: Object<'_>, env: Env) -> Result<()> {
+    env.add_env_cleanup_hook((), |()| runtime::wait_for_clean_up())?;
+    Ok(())
+}
+
+/// index.js calls this from `process.on('exit')`: `process.exit()` ends
+/// the main thread without the env's cleanup hooks, and exit handlers may
+/// block. The same work as at teardown (the second finds none left).
+#[napi]
+pub fn at_exit() {
+    runtime::wait_for_clean_up();
+}

@@ -1,0 +1,403 @@
+//! A held lock as seen from JavaScript: the core's `AutoLock` (renewed by
+//! the crate's watchdog, `autoRenew: true`) or its plain `Lock`
+//! (`autoRenew: false`), and the loss signal index.js turns into an
+//! AbortSignal.
+//!
+//! Lost means the lock can no longer be trusted: the watchdog gave up (the
+//! validity ran out, or a majority no longer holds it), a plain lock's
+//! validity ran out, or an extend or release found it gone. It stays lost.
+
+use crate::args;
+use crate::errors::{self, Failure};
+use crate::runtime::{self, promise};
+use napi::bindgen_prelude::{BigInt, Function, Object};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi::{Env, Error, Result, Status};
+use napi_derive::napi;
+use redis_lock_client::{AutoLock, Error as CoreError, Lock as CoreLock, Locker as CoreLocker};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::ThreadId;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What holds the lock.
+pub enum Held {
+    /// Renewed by the core's watchdog.
+    Auto(AutoLock),
+    /// Extended only when asked; the lock as last extended.
+    Manual(Mutex<CoreLock>),
+}
+
+impl Held {
+    pub fn manual(lock: CoreLock) -> Held {
+        Held::Manual(Mutex::new(lock))
+    }
+}
+
+/// State shared by the JavaScript object, its calls in flight and its loss
+/// watcher (which holds it weakly: a lock nobody can reach any more is
+/// released by `Drop`, not kept renewed by its watcher).
+pub struct Shared {
+    core: CoreLocker,
+    held: Held,
+    name: String,
+    owner: String,
+    token: u64,
+    owner_private: bool,
+    /// Serialises extends and releases of a plain lock (and releases of a
+    /// renewed one): no extend overwrites a newer validity with an older
+    /// one, and a second concurrent release sees the first's outcome
+    /// instead of reporting the lock as lost.
+    ops: tokio::sync::Mutex<()>,
+    lost: AtomicBool,
+    released: AtomicBool,
+    /// Bumped after every extend and release: the loss watcher looks again.
+    changed: watch::Sender<()>,
+}
+
+fn guard(m: &Mutex<CoreLock>) -> MutexGuard<'_, CoreLock> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn context(&self) -> String {
+        format!("lock {:?}", self.name)
+    }
+
+    fn validity(&self) -> Duration {
+        match &self.held {
+            Held::Auto(a) => a.validity(),
+            Held::Manual(m) => guard(m).validity(),
+        }
+    }
+
+    fn ttl(&self) -> Duration {
+        match &self.held {
+            Held::Auto(a) => a.ttl(),
+            Held::Manual(m) => guard(m).ttl(),
+        }
+    }
+
+    /// Whether the lock is lost: the flag, the watchdog's verdict, or
+    /// (while not released) its validity ran out; each sets the flag for
+    /// good.
+    fn note_lost(&self) -> bool {
+        if self.lost.load(Ordering::SeqCst) {
+            return true;
+        }
+        let watchdog_gave_up = matches!(&self.held, Held::Auto(a) if a.is_lost());
+        let ran_out = !self.released.load(Ordering::SeqCst) && self.validity().is_zero();
+        if watchdog_gave_up || ran_out {
+            self.lost.store(true, Ordering::SeqCst);
+        }
+        watchdog_gave_up || ran_out
+    }
+}
+
+async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> std::result::Result<(), CoreError> {
+    let outcome = match &shared.held {
+        Held::Auto(a) => a.extend(ttl).await,
+        Held::Manual(m) => {
+            let _one_at_a_time = shared.ops.lock().await;
+            let mut lock = guard(m).clone();
+            if let Some(ttl) = ttl {
+                lock.set_ttl(ttl);
+            }
+            let (started, left) = (std::time::Instant::now(), lock.validity());
+            let outcome = shared.core.extend(&mut lock).await;
+            if outcome.is_ok() {
+                // Validity that ran out before this extension landed was a
+                // moment `lost` said true: it stays true.
+                if started.elapsed() >= left {
+                    shared.lost.store(true, Ordering::SeqCst);
+                }
+                *guard(m) = lock;
+            }
+            outcome
+        }
+    };
+    if matches!(outcome, Err(CoreError::Expired)) || shared.released.load(Ordering::SeqCst) {
+        shared.lost.store(true, Ordering::SeqCst);
+    }
+    shared.changed.send_replace(());
+    outcome
+}
+
+async fn release(shared: Arc<Shared>) -> std::result::Result<(), CoreError> {
+    // A validity that ran out is a loss even if the release still finds
+    // the lock: note it before the release ends the validity.
+    shared.note_lost();
+    let _one_at_a_time = shared.ops.lock().await;
+    if shared.released.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    let outcome = match &shared.held {
+        Held::Auto(a) => a.release().await,
+        Held::Manual(m) => {
+            let lock = guard(m).clone();
+            shared.core.unlock(&lock).await
+        }
+    };
+    match &outcome {
+        Ok(()) => shared.released.store(true, Ordering::SeqCst),
+        Err(CoreError::Expired) => {
+            shared.released.store(true, Ordering::SeqCst);
+            shared.lost.store(true, Ordering::SeqCst);
+        }
+        // A renewed lock's guard is done either way (its watchdog stopped);
+        // a plain one may still be held on some nodes: a retried release()
+        // may finish it.
+        Err(_) if matches!(shared.held, Held::Auto(_)) => {
+            shared.released.store(true, Ordering::SeqCst)
+        }
+        Err(_) => {}
+    }
+    shared.changed.send_replace(());
+    outcome
+}
+
+/// Resolves true when the lock is lost, false once it is released (or
+/// nobody holds the JavaScript object any more) without a loss.
+async fn loss(shared: Weak<Shared>) -> bool {
+    let (mut changed, mut watchdog) = {
+        let Some(s) = shared.upgrade() else {
+            return false;
+        };
+        let watchdog = match &s.held {
+            Held::Auto(a) => Some(Box::pin(a.lost_signal())),
+            Held::Manual(_) => None,
+        };
+        (s.changed.subscribe(), watchdog)
+    };
+    loop {
+        let validity = {
+            let Some(s) = shared.upgrade() else {
+                return false;
+            };
+            if s.note_lost() {
+                return true;
+            }
+            if s.released.load(Ordering::SeqCst) {
+                return false;
+            }
+            s.validity()
+        };
+        let ran_out = tokio::time::sleep(validity + Duration::from_millis(1));
+        tokio::select! {
+            _ = changed.changed() => {}
+            gave_up = async { watchdog.as_mut().expect("guarded").await }, if watchdog.is_some() => {
+                if gave_up {
+                    if let Some(s) = shared.upgrade() {
+                        s.lost.store(true, Ordering::SeqCst);
+                    }
+                }
+                watchdog = None;
+            }
+            () = ran_out => {}
+        }
+    }
+}
+
+/// The locks each JavaScript thread (the main one, each worker) took, for
+/// its env's teardown: Node finalizes objects only after the env's cleanup
+/// hooks ran, too late to wait for their releases.
+static TAKEN: Mutex<Option<HashMap<ThreadId, Vec<Weak<Shared>>>>> = Mutex::new(None);
+
+fn taken() -> MutexGuard<'static, Option<HashMap<ThreadId, Vec<Weak<Shared>>>>> {
+    TAKEN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Note a lock taken by the JavaScript thread `by`.
+fn register(by: ThreadId, shared: &Arc<Shared>) {
+    let mut all = taken();
+    let mine = all.get_or_insert_with(HashMap::new).entry(by).or_default();
+    mine.retain(|l| l.strong_count() > 0);
+    mine.push(Arc::downgrade(shared));
+}
+
+/// At the teardown of this thread's env: release, in the background and
+/// counted (`runtime::wait_for_clean_up` waits for it), every lock it took
+/// that is still held and whose owner is its own. No JavaScript of this env
+/// runs any more, so nothing works under them; left alone they would stay
+/// held for their TTL. Locks taken with `owner` or `reentrant` share their
+/// owner with other handles or later calls: they expire with their TTL.
+pub fn release_left_behind(rt: &tokio::runtime::Runtime) {
+    let mine = taken()
+        .as_mut()
+        .and_then(|all| all.remove(&std::thread::current().id()))
+        .unwrap_or_default();
+    for shared in mine.iter().filter_map(Weak::upgrade) {
+        if !shared.released.load(Ordering::SeqCst) && shared.owner_private {
+            rt.spawn(redis_lock_client::counted(release(shared)));
+        }
+    }
+}
+
+/// A lock held on a majority of the servers (index.js wraps it as `Lock`).
+#[napi]
+pub struct NativeLock {
+    shared: Arc<Shared>,
+    auto_renew: bool,
+}
+
+impl NativeLock {
+    /// Wrap a freshly acquired lock (on the runtime: a renewed lock's
+    /// watchdog was spawned there).
+    pub fn start(core: CoreLocker, held: Held, by: ThreadId) -> NativeLock {
+        let (name, owner, token, owner_private) = match &held {
+            Held::Auto(a) => (
+                a.name().to_string(),
+                a.owner().to_string(),
+                a.token(),
+                a.owner_is_private(),
+            ),
+            Held::Manual(m) => {
+                let l = guard(m);
+                (
+                    l.name().to_string(),
+                    l.owner().to_string(),
+                    l.token(),
+                    l.owner_is_private(),
+                )
+            }
+        };
+        let auto_renew = matches!(held, Held::Auto(_));
+        let shared = Arc::new(Shared {
+            core,
+            held,
+            name,
+            owner,
+            token,
+            owner_private,
+            ops: tokio::sync::Mutex::new(()),
+            lost: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            changed: watch::Sender::new(()),
+        });
+        register(by, &shared);
+        NativeLock { shared, auto_renew }
+    }
+
+    fn checked_ttl(&self, ttl: Option<f64>) -> Result<Option<Duration>> {
+        let Some(ttl) = ttl else { return Ok(None) };
+        let ttl = args::positive_millis("ttl", ttl)?;
+        let node_timeout = self.shared.core.config().node_timeout();
+        if ttl < redis_lock_client::MIN_TTL || ttl <= node_timeout {
+            return Err(Error::new(
+                Status::InvalidArg,
+                format!(
+                    "ttl must be at least {} ms and above the node timeout ({} ms), got {} ms",
+                    args::to_millis(redis_lock_client::MIN_TTL),
+                    args::to_millis(node_timeout),
+                    args::to_millis(ttl)
+                ),
+            ));
+        }
+        Ok(Some(ttl))
+    }
+}
+
+fn settled(
+    context: String,
+) -> impl FnOnce(Env, std::result::Result<(), CoreError>) -> Result<Option<Failure>> {
+    move |_, outcome| Ok(outcome.err().map(|e| errors::failure(&context, e)))
+}
+
+#[napi]
+impl NativeLock {
+    /// The lock's name (the key on every server).
+    #[napi(getter)]
+    pub fn name(&self) -> String {
+        self.shared.name.clone()
+    }
+    /// The owner value the lock was taken with (random unless given).
+    #[napi(getter)]
+    pub fn owner(&self) -> String {
+        self.shared.owner.clone()
+    }
+    /// Fencing token: larger than every earlier holder's token of this name.
+    #[napi(getter)]
+    pub fn token(&self) -> BigInt {
+        BigInt::from(self.shared.token)
+    }
+    /// TTL in milliseconds that renewals and extend() reset the lock to.
+    #[napi(getter)]
+    pub fn ttl(&self) -> f64 {
+        args::to_millis(self.shared.ttl())
+    }
+    /// Milliseconds the lock is still known to be valid (0 once it may
+    /// have expired).
+    #[napi(getter)]
+    pub fn validity(&self) -> f64 {
+        args::to_millis(self.shared.validity())
+    }
+    /// True once the lock can no longer be trusted.
+    #[napi(getter)]
+    pub fn lost(&self) -> bool {
+        self.shared.note_lost()
+    }
+    /// True once release() succeeded (or found the lock already gone).
+    #[napi(getter)]
+    pub fn released(&self) -> bool {
+        self.shared.released.load(Ordering::SeqCst)
+    }
+    /// Whether the core's watchdog renews the lock.
+    #[napi(getter)]
+    pub fn auto_renew(&self) -> bool {
+        self.auto_renew
+    }
+
+    /// Reset the TTL on a majority (to `ttl` ms if given, which later
+    /// renewals keep): resolves to null, or to the Failure.
+    #[napi(ts_return_type = "Promise<Failure | null>")]
+    pub fn extend<'env>(&self, env: &'env Env, ttl: Option<f64>) -> Result<Object<'env>> {
+        let ttl = self.checked_ttl(ttl)?;
+        let context = self.shared.context();
+        promise(env, extend(self.shared.clone(), ttl), settled(context))
+    }
+
+    /// Stop renewing and release on every server: resolves to null (also
+    /// when released already), or to the Failure.
+    #[napi(ts_return_type = "Promise<Failure | null>")]
+    pub fn release<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+        let context = self.shared.context();
+        promise(env, release(self.shared.clone()), settled(context))
+    }
+
+    /// Call `callback` once, when the lock is lost (never if it is
+    /// released first). The call does not keep the event loop alive.
+    #[napi(ts_args_type = "callback: () => void")]
+    pub fn on_lost(&self, callback: Function<(), ()>) -> Result<()> {
+        let tsfn = callback
+            .build_threadsafe_function::<()>()
+            .callee_handled::<false>()
+            .weak::<true>()
+            .build()?;
+        let shared = Arc::downgrade(&self.shared);
+        runtime::runtime()?.spawn(async move {
+            if loss(shared).await {
+                tsfn.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            }
+        });
+        Ok(())
+    }
+}
+
+impl Drop for NativeLock {
+    /// The JavaScript object was collected: like the core's AutoLock, stop
+    /// renewing and release in the background, counted. Only a lock whose
+    /// owner is its own: one taken with `owner` or `reentrant` shares its
+    /// owner with other handles or later calls, and a RELEASE from here
+    /// could take their grant; it expires with its TTL instead.
+    fn drop(&mut self) {
+        let shared = &self.shared;
+        if shared.released.load(Ordering::SeqCst) || !shared.owner_private {
+            return;
+        }
+        if let Ok(rt) = runtime::runtime() {
+            rt.spawn(redis_lock_client::counted(release(shared.clone())));
+        }
+    }
+}

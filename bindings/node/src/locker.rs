@@ -1,0 +1,129 @@
+//! `NativeLocker`: the core's quorum Locker for JavaScript (index.js wraps
+//! it as `Locker`). Every call returns a promise settled from the runtime.
+
+use crate::args;
+use crate::errors::{self, Failure};
+use crate::lock::{Held, NativeLock};
+use crate::runtime::promise;
+use napi::bindgen_prelude::{Either, Object};
+use napi::{Env, Error, Result, Status};
+use napi_derive::napi;
+use redis_lock_client::{Builder, LockOptions, Locker as CoreLocker};
+
+/// The Locker's settings (index.js fills in the defaults). Milliseconds.
+#[napi(object)]
+pub struct LockerOptions {
+    pub ttl: f64,
+    pub node_timeout: Option<f64>,
+    pub retry_count: Option<u32>,
+    pub retry_delay_min: Option<f64>,
+    pub retry_delay_max: Option<f64>,
+    pub drift_factor: Option<f64>,
+    pub fencing: Option<bool>,
+}
+
+/// One acquisition's options. Milliseconds.
+#[napi(object)]
+pub struct AcquireOptions {
+    pub wait: f64,
+    pub ttl: Option<f64>,
+    pub auto_renew: bool,
+    pub reentrant: bool,
+    pub owner: Option<String>,
+}
+
+#[napi]
+pub struct NativeLocker {
+    core: CoreLocker,
+}
+
+#[napi]
+impl NativeLocker {
+    /// Checks the settings (an InvalidArg error naming what is wrong); no
+    /// connection is opened until the first lock.
+    #[napi(constructor)]
+    pub fn new(urls: Vec<String>, options: LockerOptions) -> Result<Self> {
+        let mut builder = Builder::new(&urls).ttl(args::positive_millis("ttl", options.ttl)?);
+        if let Some(t) = options.node_timeout {
+            builder = builder.node_timeout(args::positive_millis("nodeTimeout", t)?);
+        }
+        if let Some(n) = options.retry_count {
+            builder = builder.retry_count(n);
+        }
+        if let (Some(min), Some(max)) = (options.retry_delay_min, options.retry_delay_max) {
+            builder = builder.retry_delay(
+                args::millis("retryDelay.min", min)?,
+                args::millis("retryDelay.max", max)?,
+            );
+        }
+        if let Some(f) = options.drift_factor {
+            builder = builder.drift_factor(f);
+        }
+        if let Some(on) = options.fencing {
+            builder = builder.fencing(on);
+        }
+        let core = builder.build().map_err(|e| {
+            let why = match e {
+                redis_lock_client::Error::Config(why) => why,
+                other => other.to_string(),
+            };
+            Error::new(Status::InvalidArg, why)
+        })?;
+        Ok(NativeLocker { core })
+    }
+
+    /// Acquire `name`: resolves to a NativeLock, or to the Failure.
+    #[napi(ts_return_type = "Promise<NativeLock | Failure>")]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        options: AcquireOptions,
+    ) -> Result<Object<'env>> {
+        args::lock_name(&name)?;
+        let mut opts = LockOptions::new()
+            .wait(args::millis("wait", options.wait)?)
+            .reentrant(options.reentrant);
+        if let Some(ttl) = options.ttl {
+            opts = opts.ttl(args::positive_millis("ttl", ttl)?);
+        }
+        if let Some(owner) = options.owner {
+            opts = opts.owner(owner);
+        }
+        let core = self.core.clone();
+        let context = format!("lock {name:?}");
+        let by = std::thread::current().id();
+        let work = async move {
+            let held = if options.auto_renew {
+                Held::Auto(core.acquire_auto(&name, &opts).await?)
+            } else {
+                Held::manual(core.acquire(&name, &opts).await?)
+            };
+            Ok(NativeLock::start(core, held, by))
+        };
+        promise(env, work, move |_, outcome| {
+            Ok(match outcome {
+                Ok(lock) => Either::<NativeLock, Failure>::A(lock),
+                Err(e) => Either::B(errors::failure(&context, e)),
+            })
+        })
+    }
+
+    /// The server URLs, one per node.
+    #[napi(getter)]
+    pub fn urls(&self) -> Vec<String> {
+        self.core.config().urls().to_vec()
+    }
+
+    /// Default lock TTL in milliseconds.
+    #[napi(getter)]
+    pub fn ttl(&self) -> f64 {
+        args::to_millis(self.core.config().ttl())
+    }
+
+    /// Deadline of one request to one server, in milliseconds.
+    #[napi(getter)]
+    pub fn node_timeout(&self) -> f64 {
+        args::to_millis(self.core.config().node_timeout())
+    }
+}

@@ -1,0 +1,51 @@
+// A process (or worker) that ends holding locks releases those whose owner
+// is its own before it goes, also over a slow network; a lock taken with a
+// given owner is left to expire with its TTL (its owner may be shared).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { Worker } from 'node:worker_threads';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { Server, killAll } from '../testing/servers.mjs';
+import { delayProxy } from '../testing/delay-proxy.mjs';
+
+const run = promisify(execFile);
+const script = path.join(path.dirname(fileURLToPath(import.meta.url)), '../testing/exit-holding.mjs');
+let server;
+let slow;
+before(async () => {
+  server = await Server.start();
+  slow = await delayProxy(server.port, 100); // a RELEASE takes >= 200 ms
+});
+after(() => {
+  slow.close();
+  killAll();
+});
+
+for (const how of ['end', 'exit']) {
+  test(`a process that ends with a lock held (${how}) releases it first`, async () => {
+    const name = `lock:left:${how}`;
+    const { stdout } = await run(process.execPath, [script, slow.url, name, how]);
+    assert.equal(stdout.trim(), 'holding');
+    assert.equal(await server.holds(name), false, 'released before the process went');
+  });
+}
+
+test('a worker thread that ends with a lock held releases it first', async () => {
+  const name = 'lock:left:worker';
+  const worker = new Worker(script, { argv: [slow.url, name, 'end'], stdout: true });
+  const code = await new Promise((resolve, reject) => {
+    worker.once('error', reject);
+    worker.once('exit', resolve);
+  });
+  assert.equal(code, 0);
+  assert.equal(await server.holds(name), false, 'released before the worker went');
+});
+
+test('a lock with a given owner is left to its TTL', async () => {
+  const name = 'lock:left:shared';
+  await run(process.execPath, [script, server.url, name, 'shared']);
+  assert.equal(await server.holds(name), true);
+});
