@@ -455,6 +455,16 @@ impl Lock {
     fn token(&self) -> u64 {
         self.shared().snapshot().token()
     }
+    /// Taken shared (`shared=True` or `limit=`).
+    #[getter(shared)]
+    fn is_shared(&self) -> bool {
+        self.shared().snapshot().is_shared()
+    }
+    /// The limit it was taken under (None: no limit).
+    #[getter]
+    fn limit(&self) -> Option<u32> {
+        self.shared().snapshot().limit()
+    }
     /// TTL in seconds that renewals and extend() reset the lock to.
     #[getter]
     fn ttl(&self) -> f64 {

@@ -14,7 +14,7 @@ def test_readers_hold_together_and_a_writer_is_kept_out(servers):
     urls = servers(3)
     locker = Locker(urls, ttl=10.0)
     with locker.lock("table", shared=True) as r1, locker.lock("table", shared=True) as r2:
-        assert r1.token != r2.token
+        assert r1.token != r2.token and r1.shared and r1.limit is None
         with pytest.raises(Taken):
             locker.lock("table")
         status = locker.status("table")
@@ -34,6 +34,7 @@ def test_a_limit_of_two_on_three_servers(servers):
     locker = Locker(urls, ttl=10.0)
     a = locker.lock("pool", limit=2)
     b = locker.lock("pool", limit=2)
+    assert (b.shared, b.limit) == (True, 2)
     with pytest.raises(Taken):
         locker.lock("pool", limit=2)
     status = locker.status("pool")
@@ -72,6 +73,7 @@ def test_asyncio_shared_and_limited(servers):
         locker = AsyncLocker(urls, ttl=10.0)
         async with locker.lock("doc", shared=True) as r1:
             async with locker.lock("doc", shared=True) as r2:
+                assert r2.shared and r2.limit is None
                 with pytest.raises(Taken):
                     await locker.lock("doc")
                 status = await locker.status("doc")

@@ -72,6 +72,16 @@ class AsyncLock:
         return self._lock.token
 
     @property
+    def shared(self) -> bool:
+        """Taken shared (``shared=True`` or ``limit=``)."""
+        return self._lock.shared
+
+    @property
+    def limit(self) -> Optional[int]:
+        """The limit it was taken under (None: no limit)."""
+        return self._lock.limit
+
+    @property
     def ttl(self) -> float:
         """TTL in seconds that renewals reset it to."""
         return self._lock.ttl
