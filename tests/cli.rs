@@ -178,7 +178,7 @@ fn losing_the_lock_stops_the_command_with_its_own_exit_code() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// helper-38: the lock was taken over between two renewals and the command
+/// 22529f6: the lock was taken over between two renewals and the command
 /// ended before the next one: the release found it gone, and the CLI exited
 /// 0 with nothing said.
 #[test]
@@ -587,7 +587,7 @@ fn a_closed_stderr_does_not_crash_the_cli() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// helper-38: one server listed twice (here by a proxy in front of it)
+/// 22529f6: one server listed twice (here by a proxy in front of it)
 /// leaves no majority of distinct servers: bad settings (78), as a wait
 /// already said, not "servers down" (69) for `run`, `status` and `release`.
 #[test]

@@ -309,7 +309,7 @@ fn signals_ignored_by_the_caller_stay_ignored() {
 
 #[test]
 fn a_signal_while_waiting_gives_back_what_arrives_later() {
-    // helper-24: SIGTERM while the CLI's WAITs were still on their way (held
+    // d992c16: SIGTERM while the CLI's WAITs were still on their way (held
     // 1 s on the network). The CLI exited at once, the WAITs then landed on
     // the free key and held it for its whole TTL (20 s) for an owner nobody
     // had. Now the owner is made for the call, the wait's clean-up gives
@@ -342,7 +342,7 @@ fn a_signal_while_waiting_gives_back_what_arrives_later() {
 
 #[test]
 fn ctrl_c_as_the_lock_is_granted_is_never_lost() {
-    // helper-26: Ctrl-C typed 0-1.5 ms after the holder let go reached
+    // c8f4c87: Ctrl-C typed 0-1.5 ms after the holder let go reached
     // neither the wait (exit 130) nor the command (it ran to its end, exit
     // 0) in 15 tries of 100: it came before the command existed, or the
     // CLI's own handler took it in the command between fork and exec.

@@ -264,7 +264,7 @@ fn a_wait_cut_off_by_its_runtime_shutting_down_is_an_outage_not_a_config_error()
 
 #[test]
 fn a_polling_wait_cut_off_by_its_runtime_shutting_down_is_an_outage_not_a_panic() {
-    // helper-39: only the queued wait was guarded; a wait with retry_count
+    // 446f4f4: only the queued wait was guarded; a wait with retry_count
     // (polling rounds) panicked on the first runtime's timer.
     let servers: Vec<Server> = Server::start_n(3);
     for s in &servers {
@@ -295,7 +295,7 @@ fn a_polling_wait_cut_off_by_its_runtime_shutting_down_is_an_outage_not_a_panic(
 /// A queued wait holding the free third server, dropped where its clean-up
 /// could not be spawned as it was: outside any runtime (its own still
 /// running), and on another runtime after being moved there (its own still
-/// running, its WAITs held back on their way). helper-39: the clean-up was
+/// running, its WAITs held back on their way). 446f4f4: the clean-up was
 /// lost both ways, and the abandoned call held servers for a whole TTL.
 #[test]
 fn a_wait_dropped_off_its_runtime_is_still_cleaned_up_on_it() {
@@ -486,7 +486,7 @@ fn drop_a_wait_in_a_thread_local_destructor(urls: Vec<String>) {
     std::thread::sleep(Duration::from_millis(800)); // the clean-up runs on rt
 }
 
-/// helper-42: entering the call's runtime from a thread-local destructor
+/// f9619de: entering the call's runtime from a thread-local destructor
 /// panicked there, which aborted the process, and the free server stayed
 /// held for the TTL. Run in a child process (an abort would be its own).
 #[test]

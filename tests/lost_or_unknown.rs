@@ -1,7 +1,7 @@
 //! When `unlock` and `extend` say `Expired` (the lock is lost: CLI exit 76,
 //! Python `LockLost`, an AutoLock's lost signal) and when `NoQuorum` (not
 //! known): lost only once so many servers answered "not this owner's" that
-//! no majority can hold it. An attack run (helper-46) found both mistakes:
+//! no majority can hold it. An attack run (3f191a0) found both mistakes:
 //! a lock taken by another client on a majority reported as unknown (its
 //! watchdog kept a command running next to the new holder), and a lock
 //! still held, or released by this very unlock, reported as lost.
@@ -104,7 +104,7 @@ async fn a_reentrant_hold_that_lands_after_the_round_is_the_handles() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_takeover_found_by_a_resent_release_is_expired() {
-    // helper-48: the shared connection closed between renewals (a server
+    // 4dd471c: the shared connection closed between renewals (a server
     // `timeout`, a reset); the RELEASE sent again found another owner's
     // lock, and that read as unknown: the CLI exited 0, not 76.
     let s = Server::start();

@@ -111,7 +111,7 @@ fn a_replica_with_smaller_limits_keeps_the_primarys_locks() {
 
 #[test]
 fn a_replicas_own_aof_keeps_every_lock_it_was_sent() {
-    // helper-37: the LOCK.APPLY lines a replica received (grants, hand-offs,
+    // ed160dd: the LOCK.APPLY lines a replica received (grants, hand-offs,
     // fences) were applied but never written to its own AOF. Restarted from
     // that AOF as a primary, it had none of them (its renewals, releases
     // and DELs were there): a second owner got a lock the first held.
@@ -258,7 +258,7 @@ fn forged_apply_lines_in_the_aof_are_refused() {
         resp(&["LOCK.APPLY", "k3", "a", "5", "9223372036854775807", "1"]),
         resp(&["LOCK.APPLY", "k4", "a", "5", "1000", "0"]),
         resp(&["LOCK.APPLY", "k5", "a", "9007199254740991", "1", "1"]),
-        // helper-37: a FENCE line skipped every ceiling on replay, and this
+        // ed160dd: a FENCE line skipped every ceiling on replay, and this
         // one left the counter at 2^53 - 1: no new lock, ever.
         resp(&["LOCK.FENCE", "good", "a", "9007199254740991"]),
     ]

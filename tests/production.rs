@@ -186,7 +186,7 @@ fn the_info_scrape_example_reports_the_alert_fields() {
     }
 }
 
-/// helper-37: nothing said that `allkeys-*` eviction can drop a held lock
+/// ed160dd: nothing said that `allkeys-*` eviction can drop a held lock
 /// (a second holder's grant). Warned at load and when a policy is set.
 #[test]
 fn a_policy_that_can_evict_locks_is_warned_about() {

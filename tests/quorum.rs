@@ -583,7 +583,7 @@ async fn a_stopped_server_resuming_after_the_node_timeout_is_given_back_the_gran
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_try_decided_at_a_stopped_servers_timeout_does_not_wait_for_its_release() {
-    // helper-29: server 1 free. One yes and one busy decide nothing: the
+    // 5171401: server 1 free. One yes and one busy decide nothing: the
     // verdict comes at server 2's timeout. Its RELEASE then went out in the
     // foreground and waited the node timeout again (2 x in all).
     let timeout = Duration::from_millis(600);

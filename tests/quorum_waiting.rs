@@ -894,7 +894,7 @@ async fn a_stalled_server_does_not_hold_up_a_new_lockers_wait() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_that_runs_out_ends_at_its_deadline_with_a_server_stopped() {
-    // helper-29: held on servers 0 and 1, server 2 stopped. The wait ran out
+    // 5171401: held on servers 0 and 1, server 2 stopped. The wait ran out
     // at 300 ms, then gave back in the foreground, waiting the node timeout
     // for the stopped server's RELEASE (`--wait 300ms` took 800 ms).
     let nodes = Server::start_n(3);
@@ -925,7 +925,7 @@ async fn a_wait_that_runs_out_ends_at_its_deadline_with_a_server_stopped() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_release_left_travelling_by_an_earlier_call_cannot_free_a_later_calls_grant() {
-    // helper-30: call 1 with the caller's own owner fails; its RELEASE to C
+    // b0d086f: call 1 with the caller's own owner fails; its RELEASE to C
     // times out but is still on its way (held back 1.5 s on the path).
     // Call 2, same owner, queues: its WAITs travel on connections of their
     // own, overtook that RELEASE, counted C (still "me" from call 1), and
@@ -964,7 +964,7 @@ async fn a_release_left_travelling_by_an_earlier_call_cannot_free_a_later_calls_
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_held_locks_wait_still_queued_elsewhere_is_not_clean_up() {
-    // helper-30: won on A and B, still queued on C (held by Q). What drives
+    // b0d086f: won on A and B, still queued on C (held by Q). What drives
     // that WAIT is part of the lock while it is held: background_done()
     // waited for it until C answered (7.7 s there), and so did every
     // Python exit (2 s). It counts from the let-go on.
@@ -1001,7 +1001,7 @@ async fn a_held_locks_wait_still_queued_elsewhere_is_not_clean_up() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_polling_wait_of_an_own_owner_does_not_overtake_its_last_release() {
-    // helper-31: one server, retry_count set (polling). The unlock's
+    // 1033558: one server, retry_count set (polling). The unlock's
     // RELEASE is held back past the node timeout; the next call of the
     // same owner sent its WAIT on a connection of its own, was granted
     // (same owner), and the RELEASE then freed it: two holders, 6/6. Its
@@ -1033,7 +1033,7 @@ async fn a_polling_wait_of_an_own_owner_does_not_overtake_its_last_release() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_own_owners_late_wait_is_not_waited_for_as_clean_up() {
-    // helper-31: a caller's own owner's WAIT still travelling after its lock
+    // 1033558: a caller's own owner's WAIT still travelling after its lock
     // was won and unlocked is only driven, never given back: counting it as
     // clean-up kept background_done() pending while it stayed queued (8 s+).
     let nodes = Server::start_n(3);
@@ -1056,7 +1056,7 @@ async fn a_module_from_before_ticket_is_polled_and_the_grant_kept() {
     // wait falls back to polling. On a name a try found held a moment ago
     // it skips the try; the refused queued pass then releases its owner in
     // the background (here slowed: RELEASEs take 300 ms through the
-    // proxies). helper-34: the polling round reused that owner, and the
+    // proxies). 82b79fb: the polling round reused that owner, and the
     // late RELEASE freed its grant while lock() had returned Ok: two
     // holders (N = 1 5/5; N = 3 a race).
     for n in [1, 3] {
@@ -1099,7 +1099,7 @@ async fn a_module_from_before_ticket_is_polled_and_the_grant_kept() {
 async fn a_short_wait_on_a_name_busy_a_moment_ago_sees_it_free() {
     // The try is skipped on a name a try found held within 200 ms; the
     // queued pass then starts on a busy runtime after a 1 ms wait is over.
-    // helper-35: it sent nothing and said `Taken` on a free name (8–18 of
+    // b10a186: it sent nothing and said `Taken` on a free name (8–18 of
     // 30 here). Every server still gets one (1 ms) WAIT.
     let spin = Arc::new(AtomicBool::new(true));
     for _ in 0..2 {
@@ -1195,7 +1195,7 @@ async fn a_wait_cancelled_while_its_won_lock_is_fenced_leaves_nothing_held() {
     }
 }
 
-/// helper-38: a WAIT held back on its way (1.5 s) past the end of a
+/// 22529f6: a WAIT held back on its way (1.5 s) past the end of a
 /// 300 ms `lock()` reaches its server after the call gave up and after the
 /// holder let go: granted at once, it held that server (on two of three,
 /// the lock) for a whole TTL. The call's clean-up must still take it back.
@@ -1255,7 +1255,7 @@ async fn a_wait_that_lands_after_the_call_gave_up_is_taken_back_on_three_servers
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_that_lands_after_the_call_gave_up_is_taken_back_on_one_server() {
     a_wait_that_lands_after_the_call_gave_up_is_taken_back(1, 1, None).await;
-    // helper-39: with polling rounds the round's deadline had dropped the
+    // 446f4f4: with polling rounds the round's deadline had dropped the
     // WAIT, and nothing was left to withdraw it.
     a_wait_that_lands_after_the_call_gave_up_is_taken_back(1, 1, Some(3)).await;
 }
@@ -1297,7 +1297,7 @@ async fn a_cancelled_polling_wait_on_one_server_does_not_take_it_later() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_down_does_not_hold_up_a_waits_clean_up() {
-    // helper-42: a WAIT refused by a server that is down was counted as one
+    // f9619de: a WAIT refused by a server that is down was counted as one
     // that may still land, and its server was "withdrawn" for 30 s after
     // every such wait: background_done() (and a CLI's exit) waited for it.
     // A refused connection delivers nothing later.
@@ -1323,7 +1323,7 @@ async fn a_server_down_does_not_hold_up_a_waits_clean_up() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_held_lock_with_a_server_down_is_taken_not_no_quorum() {
-    // helper-44: one server of three down, the lock held on the other two
+    // fc4d3a1: one server of three down, the lock held on the other two
     // all along: the wait ended as soon as the first said "busy", with the
     // second's WAIT still queued, counted as no reply: `NoQuorum` (the
     // CLI's "servers down", 69) instead of `Taken` (75).

@@ -2,7 +2,7 @@
 //! every RELEASE must take back a hold of its own handle, never another's.
 //! Server-side holds are counted per owner, so a RELEASE sent where this
 //! handle's ACQUIRE never landed drops the other handle's hold (attack run
-//! helper-31: two holders both ways below, 5/5 and 6/6).
+//! 1033558: two holders both ways below, 5/5 and 6/6).
 
 mod common;
 use common::*;
@@ -120,7 +120,7 @@ async fn a_re_entrys_late_hold_is_given_back_by_its_unlock() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_renewed_reentrant_auto_lock_is_released_by_its_unlock() {
-    // helper-33: renewed by its watchdog past its TTL, a REENTRANT AutoLock's
+    // e95e3a9: renewed by its watchdog past its TTL, a REENTRANT AutoLock's
     // unlock judged it by the acquisition's validity, gave nothing back and
     // said Expired: held for another TTL.
     let s = Server::start_n(3);
@@ -142,7 +142,7 @@ async fn a_renewed_reentrant_auto_lock_is_released_by_its_unlock() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_shorter_re_entry_does_not_cut_the_first_handle_short() {
-    // helper-32: a re-entry with a 500 ms TTL set every server's deadline
+    // bcb62a7: a re-entry with a 500 ms TTL set every server's deadline
     // to 500 ms; unlocked, the lock then expired under the first handle
     // (20 s): another client took it (5/5).
     let (s, urls, l, first) = held_reentrant().await;
@@ -159,7 +159,7 @@ async fn a_shorter_re_entry_does_not_cut_the_first_handle_short() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unlock_that_could_not_reach_a_hold_is_no_quorum_not_expired() {
-    // CI, stop 24: a re-entry held two servers of three; its unlock's
+    // The CI failure fixed in 99ca348: a re-entry held two servers of three; its unlock's
     // RELEASE reached one, the other's connection had died (a REENTRANT
     // RELEASE is never resent). One yes and one failure: the lock was
     // still held there, yet the unlock said Expired (the CLI's "lost").
@@ -178,7 +178,7 @@ async fn an_unlock_that_could_not_reach_a_hold_is_no_quorum_not_expired() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hold_granted_after_the_rounds_deadline_is_given_back_by_the_unlock() {
-    // helper-48: the round's deadline dropped server 2's request still on
+    // 4dd471c: the round's deadline dropped server 2's request still on
     // its way (a round that waits for every reply, or a fencing wait that
     // runs past it); its grant landed later, unrecorded, and stayed a TTL
     // after an unlock that said Ok.

@@ -187,7 +187,7 @@ async fn reentrant_release_resent_makes_two_holders() {
 /// A generated owner re-entered by a second handle (`owner(a.owner())`,
 /// REENTRANT): the first handle's unlock RELEASE, its reply lost, was sent
 /// again as a generated owner's may be, and dropped the second handle's
-/// hold too: another client then took the lock from under it (helper-30).
+/// hold too: another client then took the lock from under it (b0d086f).
 /// A REENTRANT lock's owner is shared, so its RELEASE is never resent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reentered_generated_owner_is_not_released_twice() {

@@ -144,7 +144,7 @@ fn a_clock_stepped_ahead_while_down_does_not_end_a_carried_guard() {
     );
 }
 
-/// helper-40: a replica restarted from its own AOF as a primary (its
+/// 67937c7: a replica restarted from its own AOF as a primary (its
 /// config edited, no `REPLICAOF NO ONE`) trusted that AOF as holding every
 /// grant and granted a lock its old primary had given to another owner
 /// after the replica stopped. It gets the full guard, as a promotion does;
@@ -179,7 +179,7 @@ fn a_replica_restarted_as_a_primary_from_its_aof_is_guarded() {
     assert!(int(&mut replica.conn(), "LOCK.ACQUIRE z erin 1000") > 0);
 }
 
-/// helper-43: after a full sync the AOF is rewritten; a promotion spent the
+/// 1605b38: after a full sync the AOF is rewritten; a promotion spent the
 /// "written as a replica" flag, and when that rewrite outlasted the guard a
 /// grant went only to the rewrite's temporary file, so a `kill -9` brought
 /// back the pre-sync AOF, trusted. The first load after a promotion gets
@@ -203,7 +203,7 @@ fn the_first_restart_after_a_promotion_is_guarded() {
     assert!(refused.contains("refused"), "{refused}\n{}", replica.log());
 }
 
-/// helper-41: a missing, empty or garbled `redis-lock.guard` read as "a
+/// 62a27bb: a missing, empty or garbled `redis-lock.guard` read as "a
 /// primary's complete AOF, no guard left", and a replica's AOF (or any
 /// other) was trusted. Without a marker nothing is known: the full guard.
 #[test]
@@ -236,7 +236,7 @@ fn a_lost_or_torn_guard_marker_means_the_full_guard() {
     }
 }
 
-/// helper-47: a start that died after the module loaded, before its data
+/// 0daff04: a start that died after the module loaded, before its data
 /// was (a `kill -9` in a slow AOF load, another module failing to load),
 /// replaced a missing marker by a clean one; the next start, once that
 /// start's guard had passed, trusted its AOF. The unknown history stays
@@ -271,7 +271,7 @@ fn a_start_that_dies_before_loading_keeps_the_marker_unknown() {
     assert!(s.log().contains("missing or unreadable"));
 }
 
-/// helper-47: the marker read at module load was kept for a load that
+/// 0daff04: the marker read at module load was kept for a load that
 /// never came at start-up (no data files) and used by one much later
 /// (`DEBUG LOADAOF`), blind to the taint written since: no guard.
 #[test]
@@ -413,7 +413,7 @@ fn a_load_during_a_promoted_replicas_first_rewrite_keeps_the_replica_flag() {
     assert!(refused.contains("refused"), "{refused}\n{}", replica.log());
 }
 
-/// helper-41: a run with `appendonly no` in its config file (not a CONFIG
+/// 62a27bb: a run with `appendonly no` in its config file (not a CONFIG
 /// SET) granted a lock; the next run, back on the production settings,
 /// loaded the older AOF, which lacks it, with the guard off.
 #[test]

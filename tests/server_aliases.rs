@@ -78,7 +78,7 @@ async fn two_dbs_of_one_server_still_vote_apart() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_user_not_allowed_lock_serverid_is_refused_not_counted_apart() {
-    // helper-21: a URL whose ACL user lacks LOCK.SERVERID was counted as a
+    // 269c0e3: a URL whose ACL user lacks LOCK.SERVERID was counted as a
     // server of its own, so next to a URL of the same server that can say,
     // that server voted twice: [A as that user, A, B] with B down got a lock.
     let a = Server::start();
@@ -122,7 +122,7 @@ fn serverid_is_the_run_id_and_differs_between_servers() {
     assert!(err(&mut a.conn(), "LOCK.SERVERID x").contains("wrong number of arguments"));
 }
 
-// helper-15's attacks on the first version, which refused an alias node at
+// the attacks fixed in 82fe3cf on the first version, which refused an alias node at
 // connect time and kept a claim per node: each of these broke it.
 
 #[tokio::test(flavor = "multi_thread")]
@@ -225,7 +225,7 @@ async fn a_wait_through_two_urls_is_refused(reentrant: bool) {
     // The path through the proxy is slow: a WAIT sent through it before
     // the refusal would arrive after the clean-up's RELEASE and, with the
     // caller's own owner (not withdrawn later), hold A for its TTL
-    // (helper-21).
+    // (269c0e3).
     p.delay("LOCK.ACQUIRE", Duration::from_millis(400));
     let l = locker(&[a.url(), p.url(), b.url()]);
     let opts = LockOptions::new()
@@ -263,7 +263,7 @@ async fn a_wait_through_two_urls_of_one_server_is_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn operators_see_each_server_once() {
-    // helper-17: status said "held on 2 of 3" for a lock held on one server
+    // 2f4670f: status said "held on 2 of 3" for a lock held on one server
     // listed twice, and release counted its two answers as a majority.
     let s = Server::start();
     let proxy = DelayProxy::to(s.port);
@@ -311,7 +311,7 @@ async fn a_release_that_came_through_the_alias_shows_at_the_first_url() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_restarted_with_its_locks_mid_wait_is_still_counted_once() {
-    // helper-17: its run_id changed while its locks survived (AOF), and a
+    // 2f4670f: its run_id changed while its locks survived (AOF), and a
     // waiting acquire counted its yes once under each run_id.
     let dir = std::env::temp_dir().join(format!("redis-lock-alias-aof-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -350,7 +350,7 @@ async fn a_server_restarted_with_its_locks_mid_wait_is_still_counted_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// One round of helper-19's race: client 1 waits on [A, A', B, B', C]
+/// One round of the race fixed in 890e3bc: client 1 waits on [A, A', B, B', C]
 /// (two servers listed twice; C held by H), and its give-backs through A'
 /// and B' are held 150 ms in the proxies. Client 2 on [A, B, C] locks in
 /// that moment; then H lets C go. Both holding = two holders.
@@ -398,7 +398,7 @@ async fn shadow_give_back_race(fencing: bool) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_give_back_through_a_slow_alias_cannot_free_a_grant_counted_again() {
-    // helper-19: the counted URL's give-back was confirmed first and queued
+    // 890e3bc: the counted URL's give-back was confirmed first and queued
     // again at once; the alias's RELEASE, still on its way, then freed that
     // new grant, and the server handed the lock to client 2: two holders
     // (3 of 3 runs without fencing; with it, the fencing round happened to
@@ -411,7 +411,7 @@ async fn a_give_back_through_a_slow_alias_cannot_free_a_grant_counted_again() {
     );
 }
 
-/// helper-22: [S through a proxy, S's unix socket, T]. S starts without
+/// bb86c59: [S through a proxy, S's unix socket, T]. S starts without
 /// the socket, so that URL first meets S after S restarted (new run_id Y,
 /// now with the socket) while the proxy URL knew it as X. T goes down.
 /// Then the proxy URL reconnects slowly (its LOCK.SERVERID held `slow`)
@@ -453,7 +453,7 @@ async fn a_restart_link_made_mid_wait_still_counts_the_server_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_through_a_second_url_met_late_is_never_sent() {
-    // helper-24: the second URL's path was slow to say who it reached (400
+    // d992c16: the second URL's path was slow to say who it reached (400
     // ms, not met before the first WAIT) and slow to carry ACQUIRE (800 ms).
     // Its WAIT went out right after its connection identified the server,
     // the wait ended with Config, and that WAIT then landed and held S for

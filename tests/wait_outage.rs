@@ -89,3 +89,107 @@ async fn a_wait_with_a_minority_down_still_waits_for_the_lock() {
     let lock = waiting.await.unwrap().unwrap();
     assert!(lock.token() > 0);
 }
+
+/// Two of three servers restarted (and are back) since the Locker last
+/// used them: its cached connections to them are dead. A wait must not
+/// count those as an outage: before, the first wait's plain try failed on
+/// both dead connections and said NoQuorum at once, though every server
+/// was up (a rolling restart, a server `timeout` closing idle connections).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_after_a_majority_restarted_takes_the_lock() {
+    let mut nodes = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let lock = locker.try_lock("k").await.unwrap();
+    locker.unlock(&lock).await.unwrap();
+    nodes[0].restart();
+    nodes[1].restart();
+    let lock = locker
+        .lock("k", Duration::from_secs(60))
+        .await
+        .expect("every server is up: the wait takes the lock");
+    assert!(lock.token() > 0);
+}
+
+/// The same on the paths that do not try first: a caller's own owner
+/// (probes, then queues) and a REENTRANT wait (polls).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_after_a_majority_restarted_takes_the_lock_on_every_path() {
+    let mut nodes = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let wait = Duration::from_secs(60);
+    let paths = [
+        ("an own owner", LockOptions::new().wait(wait).owner("me")),
+        ("reentrant", LockOptions::new().wait(wait).reentrant(true)),
+    ];
+    for (path, opts) in paths {
+        let lock = locker.try_lock("k").await.unwrap();
+        locker.unlock(&lock).await.unwrap();
+        nodes[0].restart();
+        nodes[1].restart();
+        match locker.acquire("k", &opts).await {
+            Ok(lock) => locker.unlock(&lock).await.unwrap(),
+            Err(e) => panic!("{path}: every server is up, got {e:?}"),
+        }
+    }
+}
+
+/// A majority stopped (SIGSTOP), not refusing: the wait still ends with
+/// NoQuorum long before its deadline, and once the servers go on, what its
+/// requests took there is given back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_with_a_stopped_majority_is_no_quorum_and_leaves_nothing_held() {
+    let nodes = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let lock = locker.try_lock("k").await.unwrap();
+    locker.unlock(&lock).await.unwrap();
+    nodes[0].signal("STOP");
+    nodes[1].signal("STOP");
+    let started = Instant::now();
+    let got = locker.lock("k", Duration::from_secs(60)).await;
+    let took = started.elapsed();
+    nodes[0].signal("CONT");
+    nodes[1].signal("CONT");
+    assert!(matches!(got, Err(Error::NoQuorum { .. })), "{got:?}");
+    assert!(took < Duration::from_secs(30), "waited {took:?}");
+    for node in &nodes {
+        let mut c = node.conn();
+        let free = eventually(Duration::from_secs(10), || status(&mut c, "k").is_none());
+        assert!(free, "k still held on port {}", node.port);
+    }
+}
+
+/// A try without a wait after the servers closed the Locker's connections
+/// (their `timeout` for idle clients, here a CLIENT KILL): it said NoQuorum,
+/// "broken pipe" on every node, with every server up; it takes the lock.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_try_after_the_servers_closed_idle_connections_takes_the_lock() {
+    let nodes = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let lock = locker.try_lock("k").await.unwrap();
+        locker.unlock(&lock).await.unwrap();
+        for node in &nodes {
+            q(&mut node.conn(), "CLIENT KILL TYPE normal SKIPME yes").unwrap();
+        }
+        let lock = locker
+            .try_lock("k")
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: every server is up, got {e:?}"));
+        locker.unlock(&lock).await.unwrap();
+        for node in &nodes {
+            assert!(status(&mut node.conn(), "k").is_none(), "left held");
+        }
+    }
+}

@@ -339,7 +339,7 @@ fn a_wait_that_ran_out_during_a_stall_is_not_granted_after_it() {
     // The lock expires at 200 ms, the WAIT gives up at 1 s; the server is
     // stopped for 1.5 s. When it resumes both timers are due, and the key's
     // (earlier) ran first and handed the lock to a waiter whose WAIT had
-    // ended: it got a token a second late (an attack run, helper-11). The
+    // ended: it got a token a second late (an attack run, f75f015). The
     // 200 ms start once the waiter is queued (EXTEND shortens the TTL), so
     // that a slow machine cannot let the lock expire before the stop.
     let s = Server::start();
@@ -1297,7 +1297,7 @@ fn aof_replayed_under_a_waiter(
 
 #[test]
 fn no_hand_off_while_the_aof_is_replayed() {
-    // helper-18: DEBUG LOADAOF with a client waiting replayed the AOF's
+    // eed57fd: DEBUG LOADAOF with a client waiting replayed the AOF's
     // LOCK.RELEASE, which handed the lock to the waiter mid-load; the next
     // line gave it to its real holder: two holders.
     let (_s, mut c, w) = aof_replayed_under_a_waiter("H", "H2", "1500");
@@ -1308,7 +1308,7 @@ fn no_hand_off_while_the_aof_is_replayed() {
 
 #[test]
 fn a_release_replayed_from_the_aof_does_not_withdraw_a_live_wait() {
-    // helper-23: the AOF's old `LOCK.RELEASE f W` replayed by DEBUG LOADAOF
+    // db86243: the AOF's old `LOCK.RELEASE f W` replayed by DEBUG LOADAOF
     // made W's WAIT, sent long after it, reply nil (counted as withdrawn).
     let (_s, mut c, w) = aof_replayed_under_a_waiter("W", "H", "5000");
     assert_eq!(waiters(&mut c, "f"), 1, "W still queued");

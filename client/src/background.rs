@@ -3,12 +3,12 @@
 //! a dropped lock's unlock), counted so that a process about to exit can
 //! wait for it (`Locker::background_done`): exiting first leaves whatever a
 //! request still travelling takes held for its TTL (an attack run on the
-//! CLI, helper-24). One count per process, not per Locker: what an exit
+//! CLI, d992c16). One count per process, not per Locker: what an exit
 //! must wait for is all of it.
 //!
 //! The count carries the pid it belongs to: a forked child inherits the
 //! parent's count of tasks it does not have, and its exit waited for them
-//! until the caller's timeout (helper-27); in the child that count is 0.
+//! until the caller's timeout (7818b9e); in the child that count is 0.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +31,7 @@ fn join(pid: u32, n: u64) -> u64 {
 
 /// How a piece of background work is counted: from now, or from a moment
 /// to come (a held lock's let-go: the work before it is not clean-up, and
-/// an exit must not wait for it, helper-30), when its count is sent here.
+/// an exit must not wait for it, b0d086f), when its count is sent here.
 #[allow(dead_code, reason = "held only for its drop, which ends the count")]
 pub(crate) enum Counted {
     Now(Running),

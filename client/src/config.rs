@@ -172,6 +172,12 @@ impl Builder {
         let mut endpoints: Vec<(&str, Endpoint)> = Vec::new();
         for url in &self.urls {
             let info = match redis::Client::open(url.as_str()) {
+                // Port 0 parses, and then never connects: a server down
+                // for good, counted against the quorum.
+                Ok(client) if endpoint::port(client.get_connection_info()) == Some(0) => {
+                    let why = "port 0 is not a port number (1-65535)";
+                    return Err(Error::Config(format!("bad server URL {url:?}: {why}")));
+                }
                 Ok(client) => client.get_connection_info().clone(),
                 Err(e) => {
                     let why = crate::url_problem::url_problem(url).unwrap_or_else(|| e.to_string());
@@ -260,6 +266,25 @@ mod tests {
         ];
         for b in cases {
             assert!(matches!(b.config(), Err(Error::Config(_))));
+        }
+    }
+
+    /// Port 0 parses (and then never connects), and the parser named a
+    /// database that is not a number only as "InvalidClientConfig".
+    #[test]
+    fn port_zero_and_a_bad_database_are_refused_saying_what_is_wrong() {
+        for (url, words) in [
+            ("redis://127.0.0.1:0", "port 0 is not a port number"),
+            ("rediss://127.0.0.1:0/", "port 0 is not a port number"),
+            ("redis://127.0.0.1:7001/x", "database \"x\" is not a number"),
+        ] {
+            match Builder::new(&[url]).config() {
+                Err(Error::Config(why)) => {
+                    assert!(why.contains(words), "{url}: {why}");
+                    assert!(!why.contains("InvalidClientConfig"), "{url}: {why}");
+                }
+                other => panic!("{url}: {:?}", other.map(|c| c.urls)),
+            }
         }
     }
 

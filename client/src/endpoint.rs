@@ -59,6 +59,14 @@ fn canonical(addr: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, addr.port())
 }
 
+/// The TCP port a URL names (None: a Unix socket).
+pub(crate) fn port(info: &ConnectionInfo) -> Option<u16> {
+    match &info.addr {
+        ConnectionAddr::Tcp(_, port) | ConnectionAddr::TcpTls { port, .. } => Some(*port),
+        _ => None,
+    }
+}
+
 /// `host:port db N`, for messages (never the password).
 pub(crate) fn describe(info: &ConnectionInfo) -> String {
     format!("{} db {}", info.addr, info.redis.db)

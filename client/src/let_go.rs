@@ -87,11 +87,11 @@ impl Drop for UnlockOnDrop {
 /// its grant could be the one taken back). A WAIT that timed out (`lost`)
 /// has not answered either: it may still be on its way (a slow path held
 /// one 1.5 s, and it took the lock for a TTL after the call had given up:
-/// helper-38), so its server is released again too, until `WITHDRAW_FOR`
+/// 22529f6), so its server is released again too, until `WITHDRAW_FOR`
 /// after the let-go (a server stalled that long may still queue one: it
 /// then holds that server for one TTL, not the lock). Not one refused or
 /// broken: that connection delivers nothing later, and a server down kept
-/// every wait's clean-up (and a CLI's exit) waiting 30 s (helper-42).
+/// every wait's clean-up (and a CLI's exit) waiting 30 s (f9619de).
 pub(crate) fn withdraw_late(
     locker: Locker,
     req: &Request<'_>,
@@ -268,7 +268,7 @@ pub(crate) fn settle_late(
     let (name, owner, unique) = (req.name.to_string(), req.owner.to_string(), req.unique);
     let reentrant = req.reentrant;
     // Only what gives back is clean-up; a caller's own (not REENTRANT)
-    // owner's late replies are only driven (helper-31: background_done
+    // owner's late replies are only driven (1033558: background_done
     // waited for a WAIT nobody would withdraw).
     let count = match unique || reentrant {
         true => Shared::count_from_let_go(&shared),

@@ -48,7 +48,7 @@ pub(crate) struct Shared {
     /// A REENTRANT lock's nodes where its own hold is confirmed (a grant
     /// replied), each to be released exactly once: by the unlock, or on
     /// arrival once the lock is let go. A RELEASE where its hold did not
-    /// land drops another handle's (helper-31: two holders).
+    /// land drops another handle's (1033558: two holders).
     holds: Mutex<Vec<usize>>,
     /// What the unlock's RELEASEs took back, for the WAITs of the lock's
     /// queued acquisition still out when it was won (`withdraw_late`, which
@@ -188,7 +188,7 @@ impl Shared {
     /// How background work on the late requests of `shared`'s lock is
     /// counted: as clean-up from its let-go on (now, if it is let go
     /// already). While the lock is held that work is part of the lock, and
-    /// an exit must not wait for it (helper-30: a held lock with a WAIT
+    /// an exit must not wait for it (b0d086f: a held lock with a WAIT
     /// still queued on one server held `background_done` until that server
     /// answered, 7.7 s; every Python exit 2 s).
     pub(crate) fn count_from_let_go(shared: &Weak<Shared>) -> Counted {

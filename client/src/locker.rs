@@ -341,7 +341,7 @@ impl Locker {
     /// (restart links included). A WAIT travelling to one server on two
     /// connections cannot be ordered against the other's RELEASE, and one
     /// sent before the wait found the alias out could be granted after its
-    /// clean-up, holding that server for a TTL (helper-24).
+    /// clean-up, holding that server for a TTL (d992c16).
     fn second_url_of(&self, i: usize) -> impl Fn(Option<&ServerTag>) -> Option<String> {
         let inner = self.inner.clone();
         move |server| {
@@ -439,10 +439,10 @@ impl Locker {
                 }
                 // ... also after the round's deadline: a hold that lands
                 // then is the handle's too, and left unrecorded it stayed a
-                // TTL after the unlock (helper-46). Up to a TTL more: one
+                // TTL after the unlock (3f191a0). Up to a TTL more: one
                 // later (a server stalled that long) is left to expire, as
                 // a task per acquisition kept for a stopped server piled up
-                // without end (helper-48).
+                // without end (4dd471c).
                 Late::OnOpen(late, deadline) | Late::Drive(late, deadline) => {
                     let more = if req.reentrant {
                         req.ttl
@@ -488,7 +488,7 @@ impl Locker {
             let tally = round.finish().await;
             if req.reentrant {
                 // Only where its own hold is confirmed: elsewhere a RELEASE
-                // would drop the hold of the handle it re-enters (helper-31:
+                // would drop the hold of the handle it re-enters (1033558:
                 // a re-entry failing on dead connections freed the lock).
                 let held: Vec<usize> = tally.granted().collect();
                 if !held.is_empty() {
@@ -524,7 +524,7 @@ impl Locker {
     async fn let_go_within(&self, lock: &Lock, timeout: Duration) -> Tally {
         if lock.reentrant {
             // Also past its validity: a Lock's own estimate is stale when a
-            // clone was renewed (an AutoLock's watchdog, helper-33). Limit:
+            // clone was renewed (an AutoLock's watchdog, e95e3a9). Limit:
             // a handle that re-entered the owner after the lock expired
             // everywhere is not told apart from a live one (README). Never
             // resent: a repeat would drop another handle's hold.
@@ -571,7 +571,7 @@ impl Locker {
             Late::None => None,
             Late::OnOpen(late, deadline) | Late::Drive(late, deadline) => Some((late, deadline)),
         };
-        // A node that timed out is as slow to take its RELEASE (helper-29:
+        // A node that timed out is as slow to take its RELEASE (5171401:
         // with the verdict at the deadline, a try still took 2 x the node
         // timeout).
         let mut held: Vec<usize> = tally.yes.iter().map(|&(i, _)| i).collect();
@@ -593,7 +593,7 @@ impl Locker {
             if waited {
                 // A WAIT travels on a connection of its own: no RELEASE
                 // follows it there, and one that lands late takes the lock
-                // for a TTL (helper-38, one server): withdrawn until it
+                // for a TTL (22529f6, one server): withdrawn until it
                 // answers, as a queued wait's are.
                 let late = late.map_or_else(Pending::new, |(late, _)| late);
                 let (returns, let_go) = (Pending::new(), Weak::new());
@@ -880,7 +880,7 @@ impl Locker {
             hold: opts.hold,
             // A REENTRANT lock's owner is meant to be shared: another handle
             // re-enters it (`owner(held.owner())`), and a background or resent
-            // RELEASE of this one would drop that handle's hold (helper-30:
+            // RELEASE of this one would drop that handle's hold (b0d086f:
             // two holders). Only a generated owner nobody re-enters is ours.
             unique: opts.owner.is_none() && !opts.reentrant,
         };
@@ -949,8 +949,9 @@ impl Locker {
                     Err(e @ (Error::Config(_) | Error::Rejected { .. })) => return Err(e),
                     Err(e) if Instant::now() >= deadline => return Err(e),
                     // A wait is for a busy lock, not an outage (`reachable.rs`).
-                    Err(e) if self.majority_failed(&e) => return Err(e),
-                    Err(_) => {}
+                    Err(e) => {
+                        self.outage(e).await?;
+                    }
                 }
             } else {
                 self.majority_reachable().await?;
@@ -959,7 +960,7 @@ impl Locker {
             // so does every polling round after it (a module from before
             // TICKET): each pass's clean-up, still on its way in the
             // background, must find nothing of a later pass to release
-            // (helper-34: the polling round reused the skipped try's owner,
+            // (82b79fb: the polling round reused the skipped try's owner,
             // and the refused queue's background RELEASE freed its grant:
             // two holders).
             let queued = req.next_pass(&mut fresh);
@@ -984,10 +985,11 @@ impl Locker {
             let left = deadline.saturating_duration_since(Instant::now());
             // A WAIT travels on a connection of its own, past a RELEASE of
             // this owner that an earlier call left on the shared one: only
-            // for an owner made for this call (helper-31: with retry_count,
+            // for an owner made for this call (1033558: with retry_count,
             // a caller's own owner got two holders that way).
             let server_wait =
                 (single && req.unique && !left.is_zero()).then(|| left.min(MAX_SERVER_WAIT));
+            let open_before = self.open_connections();
             let (got, unsure) = self.try_once(&pass, server_wait, end).await;
             let err = match got {
                 Ok(lock) => return Ok(lock),
@@ -1003,8 +1005,20 @@ impl Locker {
                 return Err(err);
             }
             // A wait is for a busy lock, not an outage (`reachable.rs`).
-            if rounds == 1 && !fell_back && self.majority_failed(&err) {
-                return Err(err);
+            let err = if rounds == 1 && !fell_back && !wait.is_zero() {
+                self.outage(err).await?
+            } else {
+                err
+            };
+            // A first round that found open connections dead (their
+            // servers closed them idle, `timeout`, or restarted): a second
+            // pass on new ones, also for a try without a wait. A try after
+            // an idle spell said NoQuorum ("broken pipe" on every node,
+            // 2026-11-28) with every server up. Not a resend of the same
+            // ACQUIRE (`Node::query_shared`): a new generated owner, as
+            // every polling pass has, and only for such an owner.
+            if rounds == 1 && !fell_back && req.unique && self.found_dead(&open_before, &err) {
+                continue;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || cfg.retry_count.is_some_and(|n| rounds >= n) {
@@ -1016,6 +1030,27 @@ impl Locker {
                 tokio::time::sleep(self.pause().min(left)).await;
             }
         }
+    }
+
+    /// The id of each node's shared connection, if open.
+    fn open_connections(&self) -> Vec<Option<usize>> {
+        self.inner.nodes.iter().map(|n| n.shared_id()).collect()
+    }
+
+    /// Whether `err` is a NoQuorum with a failure on a node whose shared
+    /// connection, open before the round (`open_before`), is no longer the
+    /// one open: the round found it broken (a clean-up after it may have
+    /// opened another).
+    fn found_dead(&self, open_before: &[Option<usize>], err: &Error) -> bool {
+        let Error::NoQuorum { failures, .. } = err else {
+            return false;
+        };
+        let names = &self.inner.names;
+        (self.inner.nodes.iter().enumerate()).any(|(i, node)| {
+            open_before[i].is_some()
+                && node.shared_id() != open_before[i]
+                && failures.iter().any(|f| names.get(i) == Some(&f.node))
+        })
     }
 
     /// One acquisition round (`attempt`), and whether a RELEASE of it timed

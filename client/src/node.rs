@@ -76,7 +76,7 @@ fn cannot_say(e: &RedisError) -> bool {
 
 /// `LOCK.SERVERID` refused by an ACL: a refusal, not "cannot say". Another
 /// URL of the same server, with a user allowed it, would say, and the
-/// server would vote twice (an attack run, helper-21).
+/// server would vote twice (an attack run, 269c0e3).
 fn not_allowed_to_say(e: RedisError) -> RedisError {
     if e.code() != Some("NOPERM") {
         return e;
@@ -238,6 +238,15 @@ impl Node {
             }
             None => None,
         }
+    }
+
+    /// The id of the shared connection if one is open: a later look that
+    /// finds another (or none) knows it was dropped meanwhile.
+    pub(crate) fn shared_id(&self) -> Option<usize> {
+        let slot = self.conn.lock().expect("connection slot");
+        slot.as_ref()
+            .filter(|open| open.runtime.is_up())
+            .map(|open| open.id)
     }
 
     /// The shared connection is open (as far as this side knows). Asked
@@ -476,11 +485,11 @@ impl Node {
 /// A RELEASE sent again answered "not held": the first may have run (its
 /// reply lost with the connection) or the lock was gone before. Not proof
 /// of a loss: counted as "not ours" it made an unlock that released the
-/// lock say `Expired` (the CLI's "lost while the command ran", helper-46).
+/// lock say `Expired` (the CLI's "lost while the command ran", 3f191a0).
 /// "Held by another owner" (0) stays a loss: the first would have had to
 /// run and another client take the lock within one round trip, while a
 /// connection closed idle (server `timeout`) before a takeover is common,
-/// and it hid that takeover from the CLI (helper-48).
+/// and it hid that takeover from the CLI (4dd471c).
 const RELEASED_OR_LOST: &str = "the RELEASE's reply was lost with its connection, and sent again \
      it found the lock not held: released by the first, or gone before";
 

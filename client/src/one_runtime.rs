@@ -19,10 +19,10 @@ pub(crate) fn here() -> Option<Handle> {
 /// Run `clean_up` (which spawns the clean-up on the current runtime) on
 /// `runtime`, where the call's requests belong: dropped outside a runtime,
 /// the clean-up had nowhere to go and was lost, and on another runtime the
-/// requests could not be driven (helper-39). Spawned through the handle,
+/// requests could not be driven (446f4f4). Spawned through the handle,
 /// which needs no thread-local context: entering the runtime instead
 /// panicked in a thread-local destructor, and a panic there aborts
-/// (helper-42). A runtime that shut down takes the work down with it, as it
+/// (f9619de). A runtime that shut down takes the work down with it, as it
 /// did the call.
 pub(crate) fn clean_up_on(runtime: &Option<Handle>, clean_up: impl FnOnce() + Send + 'static) {
     match runtime {

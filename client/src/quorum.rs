@@ -264,7 +264,7 @@ impl Tally {
     pub fn owner_verdict(&self) -> Option<Verdict> {
         let need = self.need();
         let spare = self.nodes.saturating_sub(need);
-        // A second path's yes to one server is no vote (helper-46: it read
+        // A second path's yes to one server is no vote (3f191a0: it read
         // as a failure, and a lock lost on the other servers as NoQuorum).
         let not_ours = self.busy + self.gone + self.left_out + self.aliased.len();
         let still_out = self.nodes - self.answered() - self.left_out;

@@ -33,6 +33,20 @@ impl Locker {
             if failures.len() > n.saturating_sub(*needed))
     }
 
+    /// The error a wait gives up with at once: `err` (a first round's) says
+    /// a majority failed, and a probe agrees. A round's failures include
+    /// connections found dead that the next request reopens: two of three
+    /// servers restarted since the Locker last used them (or closing idle
+    /// connections, `timeout`) made the first wait after it say `NoQuorum`
+    /// with every server up (2026-11-28).
+    pub(crate) async fn outage(&self, err: Error) -> Result<Error, Error> {
+        if !self.majority_failed(&err) {
+            return Ok(err);
+        }
+        self.majority_reachable().await?;
+        Ok(err)
+    }
+
     /// `NoQuorum` (no grants, each unreachable server's cause) unless a
     /// majority of the servers answers a `LOCK.SERVERID` within the node
     /// timeout. One round trip, on the shared connections (opened if
@@ -44,7 +58,10 @@ impl Locker {
         let timeout = self.inner.config.node_timeout;
         let all: Vec<usize> = (0..self.inner.nodes.len()).collect();
         let probe = redis::cmd("LOCK.SERVERID");
-        let mut round = self.round(&all, probe, timeout, reached, false).await;
+        // Sent again on a new connection where the cached one is found
+        // broken (a server restarted, or closed it idle): harmless, and
+        // that server is up.
+        let mut round = self.round(&all, probe, timeout, reached, true).await;
         round.take_ready();
         let tally = round.detach(&self.inner.stragglers);
         let err = Error::NoQuorum {

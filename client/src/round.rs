@@ -74,7 +74,7 @@ pub(crate) struct Round {
     /// The deadline passed: the nodes still silent are tallied as timed
     /// out, and their requests, still on their way, are only kept for
     /// `split` (a REENTRANT grant that lands later is a hold of its own:
-    /// dropped here, it stayed a TTL after the unlock, helper-48).
+    /// dropped here, it stayed a TTL after the unlock, 4dd471c).
     expired: bool,
     /// Every request went out on a shared connection that was already open
     /// when the round began: nothing reaches a node late except through

@@ -12,7 +12,7 @@
 //! travels with the connection that carried the reply, so there is no
 //! per-node state to go stale (a restarted server, a path that went away,
 //! a pooled connection opened before a claim moved: an attack run broke
-//! each of those in the claim-based first version, helper-15).
+//! each of those in the claim-based first version, 82fe3cf).
 
 use crate::quorum::Answer;
 use std::collections::HashMap;
@@ -33,13 +33,13 @@ pub(crate) fn tag(run_id: &str, db: i64) -> ServerTag {
 /// X and later Y reached one server that restarted, and a vote under Y must
 /// count as one under X. Without this, a server listed twice that restarted
 /// with its locks in the middle of a wait was counted once under each
-/// (an attack run, helper-17). A URL whose name moved to another server
+/// (an attack run, 2f4670f). A URL whose name moved to another server
 /// merges two servers: one vote fewer, never one more.
 ///
 /// Tags are compared through it when votes are counted, never resolved
 /// when a reply comes in: a link made in the middle of a round (a path
 /// reconnecting after the restart) must also join a vote counted before
-/// it (helper-22: [S by proxy, S by socket, T], the socket first met after
+/// it (bb86c59: [S by proxy, S by socket, T], the socket first met after
 /// a restart, the proxy reconnecting in the round: S voted twice). The
 /// links form sets (union-find), so the order in which paths report does
 /// not matter.
@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_link_made_after_a_vote_still_joins_it() {
-        // helper-22: a vote under y (a path first met after the restart)
+        // bb86c59: a vote under y (a path first met after the restart)
         // counted, then another path reconnected and linked x to y: its
         // vote, under either tag, is the same server's second.
         let (x, y) = (tag("x", 0), tag("y", 0));

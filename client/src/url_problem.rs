@@ -37,12 +37,25 @@ pub(crate) fn url_problem(url: &str) -> Option<String> {
         return Some("no host".into());
     }
     match port {
-        Some("") => Some("an empty port after ':'".into()),
+        Some("") => return Some("an empty port after ':'".into()),
         Some(p) if !matches!(p.parse::<u32>(), Ok(1..=65535)) => {
-            Some(format!("port {p} is not a port number (1-65535)"))
+            return Some(format!("port {p} is not a port number (1-65535)"))
         }
-        _ => None,
+        _ => {}
     }
+    // The database: the parser said "Invalid database number-
+    // InvalidClientConfig" for `redis://h:1/x`.
+    let path = rest[authority.len()..]
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("");
+    let db = path.trim_start_matches('/');
+    if !db.is_empty() && db.parse::<i64>().is_err() {
+        return Some(format!(
+            "database {db:?} is not a number (redis://host:port/0)"
+        ));
+    }
+    None
 }
 
 #[cfg(test)]
@@ -59,6 +72,7 @@ mod tests {
         assert!(problem("redis://h:abc/0").contains("port abc"));
         assert!(problem("redis://:6390").contains("no host"));
         assert!(problem("redis://u:p@[::1").contains("']'"));
+        assert!(problem("redis://h:1/x").contains("database \"x\""));
         for fine in [
             "redis://127.0.0.1:6390",
             "redis://u:p:q@h:1/0",

@@ -329,7 +329,7 @@ impl Locker {
             // (Re)send the requests that are due. Each server gets a first
             // request even if the deadline passed before it could go (as a
             // 1 ms WAIT): a short wait whose pass started late (a busy
-            // runtime) must still see a free name as free (helper-35: 1 ms
+            // runtime) must still see a free name as free (b10a186: 1 ms
             // waits skipped the try on a name busy a moment before, sent
             // nothing and said `Taken`).
             for (i, slot) in out.slots.iter_mut().enumerate() {
@@ -471,7 +471,7 @@ impl Locker {
                 // in the background (the guard's drop): no later request
                 // of this owner exists for it to overtake (a pass after
                 // this makes its own), and a stalled server held the
-                // caller past its deadline by the node timeout (helper-29:
+                // caller past its deadline by the node timeout (5171401:
                 // --wait 300ms returned after 800 ms).
                 drop(out);
             } else {
@@ -533,8 +533,8 @@ impl Locker {
     /// cannot order requests that travel to one server on two connections,
     /// and a give-back (RELEASE) still on its way through one URL freed the
     /// grant just made through the other, which the server then handed on
-    /// while the wait counted it (two holders; attack runs, helper-19 and
-    /// -20). Polling rounds count such a server once instead.
+    /// while the wait counted it (two holders; attack runs, 890e3bc and
+    /// 341824d). Polling rounds count such a server once instead.
     pub(crate) fn two_urls_of_one_server(&self, answered: &[Option<ServerTag>]) -> Option<Error> {
         let servers: Vec<Option<ServerTag>> = (0..self.inner.nodes.len())
             .map(|i| {
@@ -549,7 +549,7 @@ impl Locker {
                 .filter_map(|(i, s)| Some((i, s.as_ref()?)))
         };
         // Compared now, through the restart links known now (not when each
-        // reply came: a link made since joins them, helper-22).
+        // reply came: a link made since joins them, bb86c59).
         for (j, a) in reached() {
             if let Some(i) = self.inner.same.other_path(j, a, reached()) {
                 let names = &self.inner.names;
@@ -568,7 +568,7 @@ impl Locker {
     /// that owner may have left a RELEASE on its way on a node's shared
     /// connection (it timed out there, so the call could not wait for it).
     /// Our WAITs travel on connections of their own and could overtake it;
-    /// landing after our grant, it would free it (helper-30: two holders).
+    /// landing after our grant, it would free it (b0d086f: two holders).
     /// So on each node where something given up may still be on its way
     /// (`Node::in_doubt`; usually none), a `LOCK.SERVERID` on the shared
     /// connection, answered only after everything sent before it there,
@@ -583,7 +583,7 @@ impl Locker {
     /// Connect to every node not yet connected, so that two URLs of one
     /// server are refused before any WAIT is sent: a WAIT of the caller's
     /// own owner still travelling when the wait is refused would be granted
-    /// after the clean-up and hold that server for its TTL (helper-21).
+    /// after the clean-up and hold that server for its TTL (269c0e3).
     /// Once a majority of the nodes is met (or failed), the rest get as long
     /// again (at least `MEET_GRACE_MIN`): a stalled server must not hold up
     /// every wait of a new Locker by the node timeout. A node not met by
@@ -656,7 +656,7 @@ impl Locker {
                 // Still waiting in that server's queue when the wait ended
                 // early: another owner holds it there. Counted as no reply,
                 // one server down and the lock held elsewhere read as
-                // `NoQuorum` (the CLI's 69, not 75: helper-44).
+                // `NoQuorum` (the CLI's 69, not 75: fc4d3a1).
                 (Slot::Queued(_), None) if !ran_out => Answer::Busy,
                 _ => Answer::Failed("no reply before the wait ran out".into()),
             };

@@ -89,7 +89,7 @@ fn settled_in_flight(token: u64, db: i32, key: &[u8]) -> bool {
 /// hand-off of it that never reached the owner's WAIT must not be taken
 /// back from under it. Without this, an owner that lost its WAIT connection
 /// and retried on another one was told "yours" and then lost the lock to
-/// the next waiter: two holders (an attack run, helper-11).
+/// the next waiter: two holders (an attack run, f75f015).
 pub fn claimed(ctx: Ctx, name: RawString, token: u64) {
     if !in_flight().is_empty() {
         settled_in_flight(token, ctx.selected_db(), bytes(name));
@@ -100,7 +100,7 @@ pub fn claimed(ctx: Ctx, name: RawString, token: u64) {
 /// from now (EXTEND, a renewal): if anyone waits for it and the key's check
 /// is due later, bring the check forward. A lock shortened from 60 s to
 /// 100 ms was handed on at its old deadline, or when the active-expiry
-/// sweep reached it (an attack run, helper-13). A later deadline needs
+/// sweep reached it (an attack run, 6cfbd0b). A later deadline needs
 /// nothing: the early check finds the lock live and re-arms.
 pub fn deadline_moved(ctx: Ctx, name: RawString, remaining: Millis) {
     let id = {
@@ -274,7 +274,7 @@ fn on_deadline(context: &Context, (): ()) {
 /// cron runs on the event loop's monotonic clock) and before every
 /// hand-off (after a stall the key's timer can run before the deadline
 /// timer, and the head of the queue was handed a lock its WAIT had given
-/// up on). Both found by an attack run (helper-11).
+/// up on). Both found by an attack run (f75f015).
 pub fn time_out_due(now: Millis) {
     let due = queues().expire_due(now);
     for (id, w) in due {
@@ -307,7 +307,7 @@ fn on_timer(context: &Context, id: KeyId) {
 /// timers follow the wall clock in Redis 7.0, so after the clock was
 /// stepped back N s a key's timer (a lock's expiry, a write-pause retry)
 /// fired N s late and its waiters waited that long for a free lock (an
-/// attack run, helper-12); the cron runs on the monotonic clock.
+/// attack run, ce86406); the cron runs on the monotonic clock.
 pub fn settle_overdue(ctx: Ctx) {
     let overdue = {
         let mut q = queues();
@@ -345,7 +345,7 @@ pub fn settle(ctx: Ctx, name: RawString) {
         // replication stream: the state is not final until the load ends,
         // and a later line may set the lock for its real holder; a grant
         // made here was overwritten under the waiter (two holders, an
-        // attack run, helper-18). Settle once the event loop runs again.
+        // attack run, eed57fd). Settle once the event loop runs again.
         return arm(ctx, id, 0);
     }
     let now = clock::now_ms();

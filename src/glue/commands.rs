@@ -391,7 +391,7 @@ fn release(ctx: Ctx, argv: &[RawString]) {
     // Before the hand-off, so that a lock just released is not handed
     // straight back to the same owner's queued request. Not for a RELEASE
     // replayed from the AOF (DEBUG LOADAOF): it is history, and the live
-    // waiters of that owner asked after it (helper-23).
+    // waiters of that owner asked after it (db86243).
     if !ctx.is_replicated_or_aof() {
         blocking::withdraw(ctx, name, owner);
     }
@@ -530,7 +530,7 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
     if ctx.is_replicated_or_aof() {
         // A primary sends its fences as LOCK.APPLY; a FENCE here comes from
         // an old or forged stream, held to the bound APPLY gets: one line
-        // must not exhaust the counter for good (helper-37).
+        // must not exhaust the counter for good (ed160dd).
         if token > fencing::replay_ceiling(wall) {
             return ctx.error("ERR token is more than an hour above this server's clock");
         }
@@ -688,7 +688,7 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
     }
     // Into this replica's own AOF (Redis passes a module command on only
     // when it asks): without it a replica restarted from its AOF had lost
-    // every grant it was sent, and a second owner got them (helper-37).
+    // every grant it was sent, and a second owner got them (ed160dd).
     // On a replica this feeds the AOF alone; sub-replicas get the
     // primary's stream as it is, and nothing propagates while loading.
     ctx.replicate_verbatim();

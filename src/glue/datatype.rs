@@ -204,7 +204,7 @@ impl Source {
 /// and, for a live lock, not while the restart guard refuses new locks. An
 /// expired one (TTL 0) grants nothing and is taken as it is: MIGRATE moves
 /// a lock that expired but was not reaped yet, and refusing it aborted a
-/// cluster reshard with its slot half moved (an attack run, helper-16).
+/// cluster reshard with its slot half moved (an attack run, 55a45f8).
 fn restore_is_a_grant(lock: &Lock, now: lock::Millis) -> Result<(), &'static str> {
     if lock.token > fencing::fence_ceiling(crate::glue::ffi::wall_micros()) {
         return Err("token more than 60 s above the server's clock");

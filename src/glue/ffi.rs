@@ -149,7 +149,7 @@ impl Ctx {
     /// for: another node's slot, a key missing from a slot being migrated
     /// away, a cluster that is down or takes only reads). A hand-off must
     /// not create a lock the slot's new owner, or the promoted replica of a
-    /// partitioned primary, may grant too (attack runs, helper-13 and -16:
+    /// partitioned primary, may grant too (attack runs, 6cfbd0b and 55a45f8:
     /// two holders across a MIGRATE, and across a partition on Valkey with
     /// `cluster-allow-reads-when-down yes`).
     pub fn may_write_key(self, name: RawString) -> Result<(), ClusterRefusal> {

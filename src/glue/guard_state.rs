@@ -64,7 +64,7 @@ fn read_marker() -> Option<Marker> {
 /// Write the marker and fsync it: it must be on disk before any grant it
 /// is meant to cover. Written aside and renamed over the old one, so a
 /// crash mid-write leaves the old marker or the new, never an empty file
-/// (helper-41: a `kill -9` in the truncating write left an empty one). A
+/// (62a27bb: a `kill -9` in the truncating write left an empty one). A
 /// failure is logged, never fatal.
 fn write_marker(ctx: &Context, marker: Marker) {
     let aside = format!("{MARKER_FILE}.tmp");
@@ -105,7 +105,7 @@ static DEFERRED: std::sync::Mutex<Option<Marker>> = std::sync::Mutex::new(None);
 /// Start-up is over (the first cron tick): a later load (`DEBUG LOADAOF`,
 /// a replica's full sync) reads the marker on disk. A start that loaded
 /// nothing left the one from before it in `PREVIOUS`, and a load much
-/// later went by it, blind to a taint written since (helper-47).
+/// later went by it, blind to a taint written since (0daff04).
 pub fn start_up_over(ctx: &Context) {
     if !START_UP_OVER.swap(true, Relaxed) {
         *PREVIOUS.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -140,7 +140,7 @@ pub fn arm(ctx: &Context, armed: Armed) {
     // A taint is spent by the full guard it forces: once that has passed,
     // every grant the stale data lacks has expired. Running with
     // persistence incomplete taints what is written from now on, also when
-    // the config file said so at start (helper-41: an AOF left stale by a
+    // the config file said so at start (62a27bb: an AOF left stale by a
     // run with `appendonly no` in the file was trusted by the next).
     // Not by a load while an AOF rewrite runs or waits to run, though: the
     // one `CONFIG SET appendonly yes` (or a replica's full sync) starts
@@ -154,7 +154,7 @@ pub fn arm(ctx: &Context, armed: Armed) {
     // So is "written as a replica", by a load as a primary; a replica's
     // own load keeps it, and so does a promotion: the AOF on disk may still
     // be the one from before the last full sync until the rewrite that
-    // follows it is done (helper-43: a rewrite slower than the guard, a
+    // follows it is done (1605b38: a rewrite slower than the guard, a
     // grant after the guard, kill -9, and the stale AOF was trusted).
     let replica = is_replica(ctx) || (marker.replica && !spent);
     // What an earlier guard has left is kept (never more than a full one).
@@ -163,7 +163,7 @@ pub fn arm(ctx: &Context, armed: Armed) {
     // until a load serves the full guard it calls for, or start-up ends
     // with nothing loaded. Replaced by a clean marker at module load, it
     // was gone after a start that died while loading (a kill -9 in a slow
-    // AOF load), and the next start trusted its AOF (helper-47); so was,
+    // AOF load), and the next start trusted its AOF (0daff04); so was,
     // after a promotion, the replica flag.
     let new = Marker::until(now, left, tainted, replica);
     let mut deferred = DEFERRED.lock().unwrap_or_else(|p| p.into_inner());

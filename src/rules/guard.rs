@@ -68,7 +68,7 @@ pub struct Marker {
     /// The data was last written while this server was a replica: its AOF
     /// holds what reached it, not every grant its primary made (after it
     /// stopped, say). Restarted from it as a primary, it needs the full
-    /// guard, as a promotion gets (helper-40: a replica restarted as a
+    /// guard, as a promotion gets (67937c7: a replica restarted as a
     /// primary granted a lock its old primary had given to another owner).
     pub replica: bool,
 }
@@ -101,7 +101,7 @@ impl Marker {
 
     pub fn parse(text: &str) -> Option<Marker> {
         let mut words = text.split_whitespace();
-        // A flag is 0 or 1; anything else is a damaged marker (helper-47:
+        // A flag is 0 or 1; anything else is a damaged marker (0daff04:
         // "x" read as "not tainted").
         let flag = |word: &str| match word {
             "0" => Some(false),
@@ -163,7 +163,7 @@ pub enum Reason {
 /// written by this server as a primary while persistence stayed complete,
 /// else `full_delay`; and never shorter than what a guard armed before the
 /// restart still had left. Without a marker, nothing is known of that
-/// history: the full guard (helper-41: a missing or torn marker turned it
+/// history: the full guard (62a27bb: a missing or torn marker turned it
 /// off for a replica's AOF).
 pub fn delay_after_load(
     complete: bool,
@@ -185,7 +185,7 @@ pub fn delay_after_load(
     };
     // Never longer than a full guard: a deadline set while the clock ran
     // ahead (or edited by hand) kept a node refusing for an hour
-    // (helper-43).
+    // (1605b38).
     let left = marker.map_or(0, |m| m.left(now)).min(full_delay);
     match reason {
         Reason::Complete if left > 0 => (left, Reason::Earlier),
@@ -258,7 +258,7 @@ mod tests {
         let plain = describe("data loaded", 5000, Reason::Incomplete);
         assert!(plain.contains("no AOF with appendfsync always"), "{plain}");
         assert!(describe("data loaded", 0, Reason::Incomplete).contains("OFF"));
-        // helper-40/41: a promotion or a tainted AOF said "no AOF ... was
+        // 67937c7/62a27bb: a promotion or a tainted AOF said "no AOF ... was
         // loaded" or "the AOF holds every grant".
         let promoted = describe("promoted to primary", 5000, Reason::FromReplica);
         assert!(promoted.contains(FROM_A_REPLICA) && !promoted.contains("no AOF"));

@@ -133,7 +133,7 @@ pub fn acquire(
             if reentrant {
                 lock.holds = lock.holds.saturating_add(1);
                 // A re-entry never shortens the lock: the other holds count
-                // on its deadline (helper-32: a re-entry with a shorter TTL,
+                // on its deadline (bcb62a7: a re-entry with a shorter TTL,
                 // then released, let the lock expire under the first
                 // handle's feet: two holders).
                 lock.deadline = lock.deadline.max(renewed);

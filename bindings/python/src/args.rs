@@ -44,7 +44,7 @@ fn seconds_of(what: &str, value: f64) -> PyResult<Duration> {
         )));
     }
     Duration::try_from_secs_f64(value)
-        .map_err(|_| PyValueError::new_err(format!("{what} is too large: {value} seconds")))
+        .map_err(|_| PyValueError::new_err(format!("{what} is too large: {value:?} seconds")))
 }
 
 /// Like [`seconds`], but zero is refused too.

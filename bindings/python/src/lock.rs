@@ -207,7 +207,7 @@ async fn extend(
 pub async fn release(shared: Arc<Shared>) -> Result<(), Failure> {
     // A validity that ran out is a loss even if the release still finds
     // the lock: note it before the release ends the validity (an explicit
-    // release() inside a `with` block hid it, helper-15).
+    // release() inside a `with` block hid it, 82fe3cf).
     shared.note_lost();
     shared.stop_watchdog();
     let _one_at_a_time = shared.ops.lock().await;
@@ -303,6 +303,27 @@ impl Handle {
     }
 }
 
+/// Clears a handle's "inside a block" mark when dropped armed: taking the
+/// lock again failed, or was dropped midway (an asyncio task cancelled
+/// while it waited, 2026-11-28: the lock then refused every later `async
+/// with` as "already inside a `with` block").
+struct NotEntered(Option<Arc<Handle>>);
+
+impl NotEntered {
+    /// The block was entered: leave the mark.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for NotEntered {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.entered.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
 impl Lock {
     pub fn new(core: CoreLocker, args: Acquire, shared: Arc<Shared>) -> Lock {
         Lock {
@@ -367,6 +388,9 @@ impl Lock {
     fn take_again(&self) -> impl Future<Output = Result<(), Failure>> + Send + 'static {
         let (core, args, handle) = (self.core.clone(), self.args.clone(), self.handle.clone());
         let old = handle.shared();
+        // Made before the future is first polled: one aborted before it
+        // starts has not entered the block either.
+        let mut not_entered = NotEntered(Some(handle.clone()));
         async move {
             let taken = async {
                 old.stop_watchdog();
@@ -379,12 +403,10 @@ impl Lock {
             match taken.await {
                 Ok(new) => {
                     *handle.state.lock().unwrap_or_else(|p| p.into_inner()) = new;
+                    not_entered.disarm();
                     Ok(())
                 }
-                Err(e) => {
-                    handle.entered.store(false, Ordering::SeqCst);
-                    Err(e)
-                }
+                Err(e) => Err(e),
             }
         }
     }
@@ -407,7 +429,7 @@ impl Lock {
     /// as LockLost, also when the release still found it (validity runs
     /// out ~1% of the TTL before the servers' deadlines, so a release
     /// often succeeds: the block exited silently though `lost` had been
-    /// True, an attack run, helper-14).
+    /// True, an attack run, 5d8fbc4).
     pub fn exit_outcome(
         &self,
         py: Python<'_>,
@@ -648,7 +670,7 @@ impl Drop for Lock {
     /// Only a lock whose owner is its own: one taken with `owner=` or
     /// `reentrant=True` shares its owner with other handles or later calls,
     /// and a RELEASE from here, overtaken by such a call's WAIT, took its
-    /// grant (helper-30: two holders); it expires with its TTL instead.
+    /// grant (b0d086f: two holders); it expires with its TTL instead.
     fn drop(&mut self) {
         let shared = self.shared();
         shared.stop_watchdog();
@@ -666,13 +688,13 @@ impl Drop for Lock {
         // thread, where blocking on the runtime is not allowed.
         if spawn::exiting() && tokio::runtime::Handle::try_current().is_err() {
             // The timer is made inside block_on: it needs the runtime's context.
-            let bounded =
-                async { tokio::time::timeout(spawn::CLEAN_UP_FOR, release(shared)).await };
+            let until = tokio::time::Instant::from_std(spawn::exit_release_deadline());
+            let bounded = async { tokio::time::timeout_at(until, release(shared)).await };
             let _ = rt.block_on(bounded);
             return;
         }
         // Counted: the exit hook waits for it (a plain spawn let an exit
-        // right after the drop leave the lock held, helper-29).
+        // right after the drop leave the lock held, 5171401).
         rt.spawn(redis_lock_client::counted(release(shared)));
     }
 }

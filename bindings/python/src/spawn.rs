@@ -23,9 +23,9 @@ use tokio::task::AbortHandle;
 /// thread still in a callback when finalization began aborted the process
 /// ("Fatal Python error: PyGILState_Release: thread state ... must be
 /// current when releasing", 4 runs in 30 of a short asyncio script,
-/// helper-25). Counters, not a lock: a forked child inherits the count of
+/// cd2a77a). Counters, not a lock: a forked child inherits the count of
 /// parent threads it does not have, and a lock held by one would never be
-/// released (its exit hung, helper-26); `gate_after_fork` resets them in
+/// released (its exit hung, c8f4c87); `gate_after_fork` resets them in
 /// the child, and the wait is bounded anyway.
 static INSIDE: AtomicUsize = AtomicUsize::new(0);
 static CLOSED: AtomicBool = AtomicBool::new(false);
@@ -67,6 +67,16 @@ pub const CLEAN_UP_FOR: Duration = Duration::from_secs(2);
 pub fn exiting() -> bool {
     CLOSED.load(Ordering::SeqCst)
 }
+/// When interpreter exit stops waiting for the releases of the locks
+/// destroyed then (module globals): one budget of `CLEAN_UP_FOR` for all of
+/// them, counted from the first. Each waited its own 2 s (a node timeout,
+/// with a server stalled), so 20 global locks held an exit 10 s, and a
+/// thousand for minutes (2026-11-28).
+pub fn exit_release_deadline() -> Instant {
+    static DEADLINE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *DEADLINE.get_or_init(|| Instant::now() + CLEAN_UP_FOR)
+}
+
 /// How long it waits for callbacks in progress (each is short).
 const CALLBACKS_FOR: Duration = Duration::from_secs(2);
 
@@ -123,7 +133,7 @@ where
 {
     // After the exit hook no callback would run, and the awaiting code
     // would hang (an atexit hook registered before this package was
-    // imported runs after ours, helper-27): refuse at once.
+    // imported runs after ours, 7818b9e): refuse at once.
     if CLOSED.load(Ordering::SeqCst) {
         return Err(pyo3::exceptions::PyRuntimeError::new_err(
             "redis_lock_client: the interpreter is exiting (asyncio calls stop at exit; \

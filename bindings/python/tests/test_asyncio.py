@@ -148,7 +148,7 @@ def test_bad_arguments_raise_at_the_await(servers):
 
 
 def test_asyncio_programs_exit_cleanly(servers):
-    # helper-25: a runtime thread still in its callback into Python when the
+    # cd2a77a: a runtime thread still in its callback into Python when the
     # interpreter began to finalize aborted the process ("Fatal Python
     # error: PyGILState_Release", exit 134), in about 1 run in 4 when a few
     # run at once. 30 short programs, 6 at a time, must all exit 0.

@@ -89,7 +89,7 @@ def _no_leftover_children():
 
 
 def test_a_child_forked_during_a_callback_exits(servers):
-    # helper-26: a child forked while a runtime thread was in (or waiting to
+    # c8f4c87: a child forked while a runtime thread was in (or waiting to
     # enter) its callback into Python inherited that thread's hold on the
     # exit gate, and hung at exit waiting for a thread it does not have.
     import subprocess
@@ -150,7 +150,7 @@ time.sleep(0.3)
 
 
 def test_exit_does_not_wait_for_a_wait_whose_caller_is_still_there(servers):
-    # helper-27: a daemon thread blocked in lock(wait=30) held every exit for
+    # 7818b9e: a daemon thread blocked in lock(wait=30) held every exit for
     # the 2 s the exit hook gives background clean-up; it is not clean-up.
     urls = servers(3)
     import time
@@ -166,7 +166,7 @@ def test_exit_does_not_wait_for_a_wait_whose_caller_is_still_there(servers):
 
 
 def test_a_forked_child_does_not_wait_for_its_parents_clean_up(servers):
-    # helper-27: the child inherited the parent's count of background work
+    # 7818b9e: the child inherited the parent's count of background work
     # (a wait in another thread) and its exit waited the full 2 s for it.
     urls = servers(3)
     program = _WAIT_IN_A_THREAD.format(name="busy-fork", wait=8.0) + r"""
@@ -186,7 +186,7 @@ os._exit(0)
 
 
 def test_an_asyncio_call_in_a_late_exit_hook_raises_instead_of_hanging(servers):
-    # helper-27: an atexit hook registered before the package was imported
+    # 7818b9e: an atexit hook registered before the package was imported
     # runs after the package's own; its asyncio call waited forever for a
     # callback the closed gate would never run.
     url = servers(1)[0]
@@ -212,7 +212,7 @@ Locker([url]).lock("early", wait=0, auto_renew=False).release()
 
 
 def test_a_lock_dropped_right_before_exit_is_released_by_then(servers):
-    # helper-29: the release of a dropped Lock ran as a plain task the exit
+    # 5171401: the release of a dropped Lock ran as a plain task the exit
     # hook did not wait for; with the servers answering a little late
     # (a write pause here, a slow fsync or failover in production) the
     # process exited first and the lock stayed held for its 20 s TTL.

@@ -261,7 +261,7 @@ def test_a_dropped_lock_is_released_in_the_background(servers):
 
 @pytest.mark.parametrize("shared", [{"owner": "me"}, {"reentrant": True}])
 def test_a_dropped_lock_with_a_shared_owner_only_stops_renewing(servers, shared):
-    # helper-30: the background RELEASE of a dropped lock taken with
+    # b0d086f: the background RELEASE of a dropped lock taken with
     # owner="me", overtaken by a later call's WAIT of that owner, took that
     # call's grant (two holders). A lock whose owner other handles or calls
     # may use is left to expire instead.

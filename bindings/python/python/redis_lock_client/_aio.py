@@ -137,11 +137,17 @@ class _Acquisition:
     checked by the call; one never awaited nor entered warns
     (RuntimeWarning), like a coroutine never awaited."""
 
-    __slots__ = ("_acquisition", "_lock", "_used")
+    __slots__ = ("_acquisition", "_entered", "_used")
 
     def __init__(self, acquisition: Acquisition) -> None:
         self._acquisition = acquisition
-        self._lock: Optional[AsyncLock] = None
+        # The locks of the blocks inside it, by task: one acquisition made
+        # once and entered by several tasks (as an asyncio.Lock is) takes a
+        # lock per block, and each block must leave its own. With one slot,
+        # a task whose lock expired inside its block released the next
+        # task's lock on leaving, and said nothing of its own loss
+        # (2026-11-28).
+        self._entered: Dict[Any, List[AsyncLock]] = {}
         self._used = False
 
     async def _acquire(self) -> AsyncLock:
@@ -154,12 +160,27 @@ class _Acquisition:
 
     async def __aenter__(self) -> AsyncLock:
         self._used = True
-        self._lock = await self._acquire()
-        return await self._lock.__aenter__()
+        lock = await self._acquire()
+        entered = await lock.__aenter__()
+        self._entered.setdefault(asyncio.current_task(), []).append(lock)
+        return entered
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        assert self._lock is not None
-        return await self._lock.__aexit__(exc_type, exc, tb)
+        task = asyncio.current_task()
+        if task not in self._entered and len(self._entered) == 1:
+            # Left from another task than the one that entered (an
+            # AsyncExitStack closed in a task of its own): the one block in.
+            task = next(iter(self._entered))
+        if task not in self._entered:
+            raise RuntimeError(
+                f"AsyncLocker.lock({self._acquisition.name!r:.80}) left from a task that did not "
+                "enter it, while several tasks are inside it: which block's lock to release is unknown"
+            )
+        mine = self._entered[task]
+        lock = mine.pop()
+        if not mine:
+            del self._entered[task]
+        return await lock.__aexit__(exc_type, exc, tb)
 
     def __del__(self) -> None:
         if not getattr(self, "_used", True):
@@ -180,6 +201,44 @@ def _synchronized(locker: Locker, name: Union[str, bytes], wait: Optional[float]
     locker._acquisition(name, wait, **options)  # bad arguments raise here, at decoration
 
     def decorate(fn: F) -> F:
+        # A generator function returns at once, before its body ran: held
+        # around that call, the lock protected none of it (2026-11-28). It
+        # is held from the first item until the generator ends or is closed.
+        if inspect.isgeneratorfunction(fn):
+
+            @functools.wraps(fn)
+            def locked_generator(*args: Any, **kwargs: Any) -> Any:
+                with locker.lock(name, wait, **options):
+                    return (yield from fn(*args, **kwargs))
+
+            return locked_generator  # type: ignore[return-value]
+
+        if inspect.isasyncgenfunction(fn):
+
+            @functools.wraps(fn)
+            async def locked_async_generator(*args: Any, **kwargs: Any) -> Any:
+                async with _Acquisition(locker._acquisition(name, wait, **options)):
+                    # What is sent or thrown in is passed on (not just the
+                    # items: `async for` would drop asend values and throws).
+                    inner = fn(*args, **kwargs)
+                    try:
+                        item = await inner.__anext__()
+                        while True:
+                            try:
+                                sent = yield item
+                            except GeneratorExit:
+                                raise
+                            except BaseException as error:  # thrown in: the inner one decides
+                                item = await inner.athrow(error)
+                            else:
+                                item = await inner.asend(sent)
+                    except StopAsyncIteration:
+                        return
+                    finally:
+                        await inner.aclose()
+
+            return locked_async_generator  # type: ignore[return-value]
+
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)

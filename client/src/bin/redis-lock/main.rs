@@ -4,7 +4,7 @@
 /// `eprintln!` that cannot panic: with stderr a closed pipe (`2>&1 | head`,
 /// a supervisor whose log reader went away) `eprintln!` panicked, and the
 /// CLI exited 101 with the lock held and its command never started or
-/// never stopped (an attack run, helper-14). A lost message is the lesser harm.
+/// never stopped (an attack run, 5d8fbc4). A lost message is the lesser harm.
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -82,7 +82,7 @@ fn main() -> ExitCode {
         };
         // A wait given up (a signal, --wait ran out) may still have requests
         // travelling to a slow server: what they take is given back as their
-        // replies come, if the process is still there (helper-24: exiting at
+        // replies come, if the process is still there (d992c16: exiting at
         // once left the lock held for its TTL).
         let _ = tokio::time::timeout(CLEAN_UP_FOR, locker.background_done()).await;
         code
@@ -141,7 +141,7 @@ async fn run_command(
         Ok(g) => g,
         Err(e) => {
             // No majority because one server is listed twice: bad settings,
-            // as a wait says at once (helper-38: 69 here, 78 with --wait).
+            // as a wait says at once (22529f6: 69 here, 78 with --wait).
             let e = match (&e, locker.listed_twice()) {
                 (Error::NoQuorum { .. }, Some(twice)) => twice,
                 _ => e,
@@ -198,7 +198,7 @@ async fn run_command(
         Ok(()) => {}
         // Answered, and not ours on a majority: lost while the command ran
         // (taken over, flushed), between two renewals. Exiting with the
-        // command's code said all went well (helper-38).
+        // command's code said all went well (22529f6).
         Err(Error::Expired) => {
             say!(
                 "redis-lock: lock {name:?} was lost while the command ran: \
@@ -341,7 +341,7 @@ async fn release(locker: &Locker, name: &str, owner: &str) -> ExitCode {
 
 /// No majority answered: 69, or 78 when a server is listed twice (its
 /// second URL gives no answer of its own, so the servers are not down:
-/// helper-38 got 69 for a socket and a TCP URL of one server).
+/// 22529f6 got 69 for a socket and a TCP URL of one server).
 fn unavailable_or_listed_twice(locker: &Locker) -> ExitCode {
     match locker.listed_twice() {
         Some(e) => {

@@ -10,7 +10,7 @@
 //! the command had started (while it was being spawned) is forwarded
 //! whatever its origin: the group it went to may not have had the command
 //! in it yet (a terminal's Ctrl-C just as the lock was granted was lost in
-//! 15 tries of 100, helper-26).
+//! 15 tries of 100, c8f4c87).
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::exfiltrator::WithOrigin;
@@ -150,7 +150,7 @@ fn any_pending() -> bool {
 /// Called right after the command's spawn, before its start is stamped: a
 /// Ctrl-C generated before the fork went to a group without the command,
 /// and under load the reading thread stamped it only after the spawn had
-/// returned, so it was never passed on (helper-45: 1 try in about 600, on
+/// returned, so it was never passed on (7f5bf37: 1 try in about 600, on
 /// a loaded 2-core box). Left: a delivery between being taken from the
 /// pending set and its first action (a thread preempted right there).
 pub async fn caught_up() {
