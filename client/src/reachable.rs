@@ -40,10 +40,11 @@ impl Locker {
     /// connections, `timeout`) made the first wait after it say `NoQuorum`
     /// with every server up (2026-11-28).
     pub(crate) async fn outage(&self, err: Error) -> Result<Error, Error> {
-        if !self.majority_failed(&err) {
-            return Ok(err);
-        }
-        self.majority_reachable().await?;
+        let needed = match &err {
+            Error::NoQuorum { needed, .. } if self.majority_failed(&err) => *needed,
+            _ => return Ok(err),
+        };
+        self.reachable_for(needed).await?;
         Ok(err)
     }
 
@@ -55,6 +56,13 @@ impl Locker {
     /// not hold up the wait by the node timeout; its request is driven to
     /// its end in the background, as a decided round's are.
     pub(crate) async fn majority_reachable(&self) -> Result<(), Error> {
+        let needed = quorum::majority(self.inner.nodes.len());
+        self.reachable_for(needed).await
+    }
+
+    /// `majority_reachable` for an acquisition that needs `needed` grants
+    /// (a limited shared hold may need every server).
+    async fn reachable_for(&self, needed: usize) -> Result<(), Error> {
         let timeout = self.inner.config.node_timeout;
         let all: Vec<usize> = (0..self.inner.nodes.len()).collect();
         let probe = redis::cmd("LOCK.SERVERID");
@@ -66,7 +74,7 @@ impl Locker {
         let tally = round.detach(&self.inner.stragglers);
         let err = Error::NoQuorum {
             granted: 0,
-            needed: quorum::majority(all.len()),
+            needed,
             failures: tally.failures(&self.inner.names),
         };
         if self.majority_failed(&err) {
