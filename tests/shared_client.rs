@@ -283,3 +283,29 @@ async fn an_auto_renewed_shared_hold_outlives_its_ttl_and_signals_its_loss() {
         .await
         .expect("the loss is signalled");
 }
+
+/// A REENTRANT shared holder re-enters its own hold (a hold count of 2 on
+/// every server) and each unlock drops one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reentrant_shared_hold_counts_its_holds() {
+    let nodes = Server::start_n(3);
+    let locker = locker(&nodes);
+    let opts = LockOptions::shared().reentrant(true);
+    let first = locker.acquire("r", &opts).await.unwrap();
+    let again = locker
+        .acquire("r", &opts.clone().owner(first.owner()))
+        .await
+        .unwrap();
+    assert_eq!(again.token(), first.token(), "the same hold");
+    let other = locker.acquire("r", &LockOptions::shared()).await.unwrap();
+    locker.unlock(&again).await.unwrap();
+    for node in &nodes {
+        let holders = holders_on(node, "r");
+        assert_eq!(holders, [first.owner(), other.owner()], "one hold left");
+    }
+    locker.unlock(&first).await.unwrap();
+    for node in &nodes {
+        assert_eq!(holders_on(node, "r"), [other.owner()]);
+    }
+    locker.unlock(&other).await.unwrap();
+}
