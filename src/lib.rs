@@ -14,6 +14,7 @@ pub mod rules {
     pub mod lock;
     pub mod shared;
     pub mod stats;
+    pub mod version;
     pub mod waiters;
 
     #[cfg(test)]
@@ -317,7 +318,7 @@ type ServerEventHandler =
 
 redis_module! {
     name: "lock",
-    version: 1,
+    version: rules::version::MODULE_VERSION,
     allocator: (Allocator, ALLOCATOR),
     data_types: [LOCK_TYPE],
     init: init,

@@ -1479,3 +1479,39 @@ async fn polling_rounds_end_by_the_deadline_plus_one_node_timeout() {
     );
     assert!(got.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_whose_time_reply_came_late_is_kept() {
+    // 2026-11-28: a new connection reads its server's TIME (tickets and
+    // token floors) before it is kept, inside the first request's node
+    // timeout. A TIME reply later than that (a slow link or a server
+    // briefly busy as the client connects) had the timeout drop the
+    // connection unkept, and the next request opened another, with the
+    // same end: the servers answered everything, and no lock was ever
+    // granted. Here every server's TIME reply (and what follows it on its
+    // connection) comes 700 ms late, with a 500 ms node timeout: the first
+    // try fails, a later one must find the connections open.
+    let nodes = Server::start_n(3);
+    let proxies: Vec<RespProxy> = nodes.iter().map(|s| RespProxy::to(s.port)).collect();
+    for p in &proxies {
+        p.delay("TIME", Duration::from_millis(700));
+    }
+    let urls: Vec<String> = proxies.iter().map(RespProxy::url).collect();
+    let locker = Builder::new(&urls)
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let mut got = None;
+    for attempt in 0..6 {
+        let tried = locker.try_lock("late-time").await;
+        println!("try {attempt}: {:?}", tried.as_ref().map(|l| l.token()));
+        if let Ok(lock) = tried {
+            got = Some(lock);
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let lock = got.expect("servers that answer every request must grant a free key");
+    locker.unlock(&lock).await.unwrap();
+}

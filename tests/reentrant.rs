@@ -202,3 +202,37 @@ async fn a_hold_granted_after_the_rounds_deadline_is_given_back_by_the_unlock() 
     l.unlock(&lock).await.unwrap();
     assert_eq!(holds(&s), [None, None, None]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reentrant_wait_ends_by_its_deadline_plus_one_node_timeout() {
+    // 2026-11-28: a REENTRANT call first connects to every node (to refuse
+    // two URLs of one server), and its deadline was counted from after
+    // that: with a majority of the servers stopped (SIGSTOP: connections
+    // are accepted, nothing is answered), a new Locker's wait of 300 ms
+    // with a 1 s node timeout spent the node timeout meeting the nodes,
+    // then its wait and one node timeout more.
+    let wait = Duration::from_millis(300);
+    let node_timeout = Duration::from_secs(1);
+    let nodes = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes))
+        .ttl(Duration::from_secs(10))
+        .node_timeout(node_timeout)
+        .build()
+        .unwrap();
+    nodes[1].signal("STOP");
+    nodes[2].signal("STOP");
+    let opts = LockOptions::new().owner("me").reentrant(true).wait(wait);
+    let started = std::time::Instant::now();
+    let got = locker.acquire("stopped", &opts).await;
+    let took = started.elapsed();
+    nodes[1].signal("CONT");
+    nodes[2].signal("CONT");
+    println!("{:?} after {took:?}", got.as_ref().map(|l| l.token()));
+    assert!(got.is_err(), "a majority is stopped");
+    // Slack for a loaded machine.
+    assert!(
+        took < wait + node_timeout + Duration::from_millis(500),
+        "returned {:?} past the deadline",
+        took.saturating_sub(wait)
+    );
+}

@@ -12,7 +12,13 @@ pub async fn connect(urls: &[String]) -> Vec<MultiplexedConnection> {
     let mut conns = Vec::new();
     for u in urls {
         let client = redis::Client::open(u.as_str()).unwrap();
-        conns.push(client.get_multiplexed_async_connection().await.unwrap());
+        // No redis-rs time limits (1.x has 500 ms per reply by default),
+        // like the client's own connections.
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(None)
+            .set_response_timeout(None);
+        let conn = client.get_multiplexed_async_connection_with_config(&config);
+        conns.push(conn.await.unwrap());
     }
     conns
 }

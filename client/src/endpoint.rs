@@ -15,7 +15,7 @@ pub(crate) struct Endpoint {
 
 impl Endpoint {
     pub(crate) fn of(info: &ConnectionInfo) -> Endpoint {
-        let (name, addrs) = match &info.addr {
+        let (name, addrs) = match info.addr() {
             ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
                 let host = host.trim_start_matches('[').trim_end_matches(']');
                 let addrs = (host, *port)
@@ -29,7 +29,7 @@ impl Endpoint {
         Endpoint {
             addrs,
             name,
-            db: info.redis.db,
+            db: info.redis_settings().db(),
         }
     }
 
@@ -41,9 +41,10 @@ impl Endpoint {
 }
 
 /// One spelling per reachable server: IPv4-mapped IPv6 as IPv4, and every
-/// loopback or unspecified address (`127.x`, `::1`, `0.0.0.0`, `::`, which
-/// all reach this machine) as `127.0.0.1`, so a dual-stack or wildcard-bound
-/// server cannot be listed twice under two spellings. (A machine's own LAN
+/// loopback or unspecified address (`127.x`, `::1`, and a name resolving to
+/// `0.0.0.0` or `::`, which all reach this machine) as `127.0.0.1`, so a
+/// dual-stack or wildcard-bound server cannot be listed twice under two
+/// spellings. (A machine's own LAN
 /// address is not recognised: the README says so.)
 fn canonical(addr: SocketAddr) -> SocketAddr {
     use std::net::{IpAddr, Ipv4Addr};
@@ -61,7 +62,7 @@ fn canonical(addr: SocketAddr) -> SocketAddr {
 
 /// The TCP port a URL names (None: a Unix socket).
 pub(crate) fn port(info: &ConnectionInfo) -> Option<u16> {
-    match &info.addr {
+    match info.addr() {
         ConnectionAddr::Tcp(_, port) | ConnectionAddr::TcpTls { port, .. } => Some(*port),
         _ => None,
     }
@@ -69,12 +70,12 @@ pub(crate) fn port(info: &ConnectionInfo) -> Option<u16> {
 
 /// `host:port db N`, for messages (never the password).
 pub(crate) fn describe(info: &ConnectionInfo) -> String {
-    format!("{} db {}", info.addr, info.redis.db)
+    format!("{} db {}", info.addr(), info.redis_settings().db())
 }
 
 /// `host:port`, the name a node goes by in messages.
 pub(crate) fn node_name(info: &ConnectionInfo) -> String {
-    match &info.addr {
+    match info.addr() {
         ConnectionAddr::Tcp(h, p)
         | ConnectionAddr::TcpTls {
             host: h, port: p, ..
@@ -114,12 +115,16 @@ mod tests {
     fn aliases_of_this_machine_are_one_server() {
         let a = ep("redis://127.0.0.1:7000/");
         for alias in [
-            "redis://0.0.0.0:7000/",
             "redis://[::ffff:127.0.0.1]:7000/",
             "redis://[::1]:7000/",
             "redis://127.0.0.2:7000/",
         ] {
             assert!(a.same_server(&ep(alias)), "{alias}");
+        }
+        // A wildcard host is no server at all: redis-rs (since 1.0) refuses
+        // the URL, so the builder reports it as a bad server URL.
+        for wildcard in ["redis://0.0.0.0:7000/", "redis://[::]:7000/"] {
+            assert!(wildcard.into_connection_info().is_err(), "{wildcard}");
         }
         assert!(!a.same_server(&ep("redis://127.0.0.1:7001/")));
         assert!(

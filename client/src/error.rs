@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn redis_errors_are_the_source() {
-        let inner = redis::RedisError::from((redis::ErrorKind::IoError, "boom"));
+        let inner = redis::RedisError::from((redis::ErrorKind::Io, "boom"));
         let e = Error::from(inner);
         assert!(e.source().unwrap().to_string().contains("boom"));
         assert!(Error::Taken.source().is_none());

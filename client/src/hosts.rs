@@ -20,8 +20,8 @@ use std::ffi::CString;
 pub fn unknown_host<S: AsRef<str>>(urls: &[S]) -> Option<String> {
     urls.iter().find_map(|url| {
         let info = url.as_ref().into_connection_info().ok()?;
-        let host = match info.addr {
-            ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host,
+        let host = match info.addr() {
+            ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
             _ => return None,
         };
         does_not_exist(&host).then_some(host)

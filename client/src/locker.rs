@@ -892,20 +892,23 @@ impl Locker {
 
     async fn acquire_as(&self, req: &Request<'_>, wait: Duration) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
-        // A REENTRANT grant through each URL of one server is a hold each,
-        // one of them not a vote: refuse such a list, as a queued wait does.
-        if req.reentrant && self.inner.nodes.len() > 1 {
-            self.meet_every_node().await;
-            if let Some(two) = self.two_urls_of_one_server(&[]) {
-                return Err(two);
-            }
-        }
         // A wait too long for the clock (`Duration::MAX`: "forever") is a
         // century: no panic on the addition.
         let now = Instant::now();
         let deadline = now
             .checked_add(wait)
             .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
+        // A REENTRANT grant through each URL of one server is a hold each,
+        // one of them not a vote: refuse such a list, as a queued wait does.
+        // Inside the wait: meeting a stopped server takes the node timeout,
+        // and a deadline counted from after it let a REENTRANT wait return
+        // that long past its bound.
+        if req.reentrant && self.inner.nodes.len() > 1 {
+            self.meet_every_node().await;
+            if let Some(two) = self.two_urls_of_one_server(&[]) {
+                return Err(two);
+            }
+        }
         // With a wait, every round of the call ends by its deadline plus
         // one node timeout (an answer on its way, a fencing or extend
         // round, a failed round's RELEASE; a generated owner's clean-up

@@ -5,7 +5,9 @@
 use crate::server_clock::ServerClock;
 use crate::server_ids::{self, SameServers, ServerTag};
 use redis::aio::MultiplexedConnection;
-use redis::{Client, Cmd, ErrorKind, RedisError, Value};
+use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
+use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, IntoConnectionInfo, RedisError};
+use redis::{ServerErrorKind, Value};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -40,38 +42,48 @@ pub(crate) fn is_deterministic(e: &RedisError) -> bool {
     match e.kind() {
         // A replica (READONLY) listed by mistake will not turn into a primary
         // by retrying within one wait.
-        ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig | ErrorKind::ReadOnly => {
-            true
-        }
+        ErrorKind::AuthenticationFailed
+        | ErrorKind::InvalidClientConfig
+        | ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::NoPerm) => true,
         // "max number of clients reached" is also an ERR, and it passes; so
         // does a FENCE token too far above a node whose clock is behind (its
         // clock catches up; meanwhile that node is just not fenced).
-        ErrorKind::ResponseError => {
-            let text = e.to_string();
+        ErrorKind::Server(ServerErrorKind::ResponseError) => {
+            let text = describe(e);
             !(text.contains("max number of clients") || text.contains("above this server's clock"))
         }
-        ErrorKind::ExtensionError => matches!(
-            e.code(),
-            Some("WRONGTYPE" | "NOPERM" | "WRONGPASS" | "NOAUTH")
-        ),
+        ErrorKind::Extension => matches!(e.code(), Some("WRONGTYPE" | "WRONGPASS" | "NOAUTH")),
         _ => false,
     }
 }
 
 fn classify(e: RedisError) -> Failure {
     if is_deterministic(&e) {
-        Failure::Rejected(e.to_string())
+        Failure::Rejected(describe(&e))
     } else {
-        Failure::Transient(e.to_string())
+        Failure::Transient(describe(&e))
+    }
+}
+
+/// An error as a user reads it: a server's reply as `CODE: detail` (e.g.
+/// `NOPERM: this user has no permissions ...`), as the server spelled it.
+/// redis-rs 1.x displays known codes by its own names (`NoPerm`,
+/// `ResponseError`) and others quoted (`"WRONGTYPE"`); anything else
+/// (I/O, a refused connection) keeps its own text.
+pub(crate) fn describe(e: &RedisError) -> String {
+    match (e.kind(), e.code()) {
+        (ErrorKind::Server(_) | ErrorKind::Extension, Some(code)) => match e.detail() {
+            Some(detail) => format!("{code}: {detail}"),
+            None => e.to_string(),
+        },
+        _ => e.to_string(),
     }
 }
 
 /// `LOCK.SERVERID` unknown: a module from before it. Every URL of such a
 /// server cannot say, so it cannot pass for two servers.
 fn cannot_say(e: &RedisError) -> bool {
-    e.to_string()
-        .to_ascii_lowercase()
-        .contains("unknown command")
+    describe(e).to_ascii_lowercase().contains("unknown command")
 }
 
 /// `LOCK.SERVERID` refused by an ACL: a refusal, not "cannot say". Another
@@ -84,8 +96,20 @@ fn not_allowed_to_say(e: RedisError) -> RedisError {
     RedisError::from((
         ErrorKind::InvalidClientConfig,
         "LOCK.SERVERID refused",
-        format!("grant this user +lock.serverid (each server's vote is counted once by it): {e}"),
+        format!(
+            "grant this user +lock.serverid (each server's vote is counted once by it): {}",
+            describe(&e)
+        ),
     ))
+}
+
+/// Connections without redis-rs' own time limits (since 1.0: 1 s to connect,
+/// 500 ms per reply): every request here is bounded by its round's deadline
+/// (node_timeout), and a `LOCK.ACQUIRE ... WAIT` blocks as long as it waits.
+fn unbounded() -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(None)
+        .set_response_timeout(None)
 }
 
 fn broken(e: &RedisError) -> bool {
@@ -198,7 +222,14 @@ impl RuntimeWatch {
 impl Node {
     /// A node of the Locker whose nodes share `same`.
     pub(crate) fn new(url: &str, same: Arc<SameServers>) -> Node {
-        let client = Client::open(url).expect("URL validated by the builder");
+        // TCP keepalive with the system's timings, as redis-rs 0.27's
+        // keep-alive feature set it: a server gone without a FIN is found
+        // on connections that wait long (a WAIT).
+        let info = url
+            .into_connection_info()
+            .expect("URL validated by the builder")
+            .set_tcp_settings(TcpSettings::default().set_keepalive(TcpKeepalive::new()));
+        let client = Client::open(info).expect("URL validated by the builder");
         Node {
             name: crate::endpoint::node_name(client.get_connection_info()),
             client,
@@ -269,10 +300,20 @@ impl Node {
 
     /// Open the shared connection if it is not, and so learn which server
     /// this URL reaches (`known_server`). Errors are the next request's.
+    /// Also waits out a connect still reading the server's clock: the
+    /// connection is kept before that reading (see `connect`), and a
+    /// queued wait takes its ticket from the readings once its nodes are met.
     pub(crate) async fn meet(&self) {
         if !self.is_connected() {
             let _ = self.connection().await;
+        } else if !self.is_met() {
+            let _reading = self.connecting.lock().await;
         }
+    }
+
+    /// Connected, and no connect still reading the server's clock.
+    pub(crate) fn is_met(&self) -> bool {
+        self.is_connected() && self.connecting.try_lock().is_ok()
     }
 
     async fn connect(&self) -> redis::RedisResult<SharedConn> {
@@ -280,12 +321,21 @@ impl Node {
         if let Some(open) = self.cached() {
             return Ok(open);
         }
-        let mut c = self.client.get_multiplexed_async_connection().await?;
+        let mut c = self
+            .client
+            .get_multiplexed_async_connection_with_config(&unbounded())
+            .await?;
         let server = self.identify(&mut c).await?;
-        self.read_clock(&mut c).await;
         let id = self.opened.fetch_add(1, Ordering::Relaxed);
         let open = Driven::here(c.clone(), id, server.clone());
         *self.conn.lock().expect("connection slot") = Some(open);
+        // Kept before the clock is read: a request's timeout cuts this
+        // short, and a connection opened whose TIME reply came after the
+        // node timeout (a slow link: the reading is one more round trip in
+        // the first request's timeout) was thrown away and opened again,
+        // with the same end, on every request. The reading is only a
+        // ticket's scale; requests sent meanwhile queue behind it in order.
+        self.read_clock(&mut c).await;
         Ok((c, id, server))
     }
 
@@ -332,7 +382,7 @@ impl Node {
     ) -> redis::RedisResult<Option<ServerTag>> {
         match redis::cmd("LOCK.SERVERID").query_async::<Value>(c).await {
             Ok(Value::BulkString(id)) => {
-                let db = self.client.get_connection_info().redis.db;
+                let db = self.client.get_connection_info().redis_settings().db();
                 let server = server_ids::tag(&String::from_utf8_lossy(&id), db);
                 let mut last = self.last_server.lock().expect("last server");
                 if let Some(before) = last.replace(server.clone()) {
@@ -363,7 +413,11 @@ impl Node {
         refuse: impl Fn(Option<&ServerTag>) -> Option<String>,
     ) -> Result<Tagged, Failure> {
         let open = || async {
-            let mut c = Box::pin(self.client.get_multiplexed_async_connection()).await?;
+            let mut c = Box::pin(
+                self.client
+                    .get_multiplexed_async_connection_with_config(&unbounded()),
+            )
+            .await?;
             let server = Box::pin(self.identify(&mut c)).await?;
             Ok::<_, RedisError>(Driven::here(c, 0, server))
         };
@@ -530,31 +584,37 @@ mod tests {
     fn deterministic_errors() {
         let e = |kind, text: &'static str| RedisError::from((kind, text));
         assert!(is_deterministic(&e(
-            ErrorKind::ResponseError,
+            ErrorKind::Server(ServerErrorKind::ResponseError),
             "ttl-ms is above the maximum (1000)"
         )));
         assert!(is_deterministic(&e(ErrorKind::AuthenticationFailed, "x")));
         assert!(!is_deterministic(&e(
-            ErrorKind::ResponseError,
+            ErrorKind::Server(ServerErrorKind::ResponseError),
             "max number of clients reached"
         )));
         assert!(!is_deterministic(&e(
-            ErrorKind::ResponseError,
+            ErrorKind::Server(ServerErrorKind::ResponseError),
             "token is more than 60 s above this server's clock in microseconds (at most 5)"
         )));
-        assert!(!is_deterministic(&e(ErrorKind::TryAgain, "guard")));
-        assert!(!is_deterministic(&e(ErrorKind::IoError, "reset")));
+        assert!(!is_deterministic(&e(
+            ErrorKind::Server(ServerErrorKind::TryAgain),
+            "guard"
+        )));
+        assert!(!is_deterministic(&e(ErrorKind::Io, "reset")));
     }
 
     #[test]
     fn a_server_that_cannot_say_who_it_is() {
         let e = |kind, text: &'static str| RedisError::from((kind, text));
         let unknown = e(
-            ErrorKind::ResponseError,
+            ErrorKind::Server(ServerErrorKind::ResponseError),
             "unknown command 'LOCK.SERVERID', with args beginning with: ",
         );
         assert!(cannot_say(&unknown));
-        assert!(!cannot_say(&e(ErrorKind::BusyLoadingError, "loading")));
-        assert!(!cannot_say(&e(ErrorKind::IoError, "reset")));
+        assert!(!cannot_say(&e(
+            ErrorKind::Server(ServerErrorKind::BusyLoading),
+            "loading"
+        )));
+        assert!(!cannot_say(&e(ErrorKind::Io, "reset")));
     }
 }

@@ -590,7 +590,7 @@ impl Locker {
     /// then is checked by its first reply.
     pub(crate) async fn meet_every_node(&self) {
         let nodes = &self.inner.nodes;
-        if nodes.iter().all(|n| n.is_connected()) {
+        if nodes.iter().all(|n| n.is_met()) {
             return;
         }
         let started = Instant::now();

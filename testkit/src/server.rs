@@ -500,6 +500,19 @@ pub fn int(con: &mut redis::Connection, line: &str) -> i64 {
 
 pub fn err(con: &mut redis::Connection, line: &str) -> String {
     match q(con, line) {
+        // Codes redis-rs had no name for before 1.0 as `CODE: detail`, as it
+        // displayed them then (1.x quotes unknown codes, `"WRONGTYPE": ...`,
+        // and names NOPERM `NoPerm`); the others as it displays them
+        // (`TryAgain: ...`).
+        Err(e)
+            if matches!(
+                e.kind(),
+                redis::ErrorKind::Extension
+                    | redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+            ) =>
+        {
+            format!("{}: {}", e.code().unwrap_or(""), e.detail().unwrap_or(""))
+        }
         Err(e) => e.to_string(),
         Ok(v) => panic!("{line}: expected an error, got {v:?}"),
     }

@@ -22,5 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(spawn::close_gate, m)?)?;
     m.add_function(wrap_pyfunction!(spawn::gate_after_fork, m)?)?;
     errors::register(m)?;
+    // The wheel's version (pyproject takes it from Cargo.toml too).
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

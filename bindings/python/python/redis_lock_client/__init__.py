@@ -20,7 +20,7 @@ import os
 from typing import Any, Callable, Optional, TypeVar, Union
 
 from . import _native
-from ._native import Lock, LockError, LockLost, LockStatus, NoQuorum, Rejected, Taken, close_gate, gate_after_fork
+from ._native import __version__, Lock, LockError, LockLost, LockStatus, NoQuorum, Rejected, Taken, close_gate, gate_after_fork
 from ._aio import AsyncLock, AsyncLocker, _synchronized
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -2,6 +2,9 @@
 
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
+__version__: str
+"""The package version: the same as the module's (MODULE LIST), the crate's and the CLI's."""
+
 class LockError(Exception):
     """Base class of redis-lock-client errors."""
 
