@@ -2,6 +2,7 @@
 //! the requests of its acquisition that were still in flight.
 
 use crate::background::{Counted, Running, BACKGROUND};
+use crate::hold::Hold;
 use crate::locker::Request;
 use crate::quorum::Tally;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +29,9 @@ pub struct Lock {
     /// REENTRANT (see `Request::unique`): only then is it released in the
     /// background.
     pub(crate) unique: bool,
+    /// Exclusive or shared: renewals and the unlock need the grants its
+    /// acquisition needed.
+    pub(crate) hold: Hold,
 }
 
 /// Shared by a Lock's clones; held weakly by the task settling the late
@@ -224,6 +228,7 @@ impl Lock {
             shared,
             reentrant: req.reentrant,
             unique: req.unique,
+            hold: req.hold,
         }
     }
 
@@ -253,6 +258,14 @@ impl Lock {
     /// could take another handle's or a later call's grant.
     pub fn owner_is_private(&self) -> bool {
         self.unique
+    }
+    /// Taken shared (`LockOptions::shared`, or with a limit).
+    pub fn is_shared(&self) -> bool {
+        self.hold.shared
+    }
+    /// The limit it was taken under (`LockOptions::limit`), if any.
+    pub fn limit(&self) -> Option<u32> {
+        self.hold.limit
     }
     /// The TTL it was taken with (and is renewed to).
     pub fn ttl(&self) -> Duration {

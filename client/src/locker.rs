@@ -6,6 +6,7 @@ use crate::background::BACKGROUND;
 use crate::busy::RecentlyBusy;
 use crate::config::Config;
 use crate::error::{Error, NodeFailure};
+use crate::hold::Hold;
 use crate::let_go::{
     release_timed_out, release_when_answered, settle_late, withdraw_late, Outstanding,
 };
@@ -143,6 +144,8 @@ pub(crate) struct Request<'a> {
     /// given by the caller, not REENTRANT), so what it was granted may be
     /// released after the call returned.
     pub(crate) unique: bool,
+    /// Exclusive or shared (`SHARED`, `LIMIT`).
+    pub(crate) hold: Hold,
 }
 
 impl<'a> Request<'a> {
@@ -173,6 +176,7 @@ impl<'a> Request<'a> {
             ttl: self.ttl,
             reentrant: self.reentrant,
             unique: self.unique,
+            hold: self.hold,
         }
     }
 }
@@ -184,6 +188,7 @@ pub(crate) struct OwnedRequest {
     ttl: Duration,
     reentrant: bool,
     unique: bool,
+    hold: Hold,
 }
 
 impl OwnedRequest {
@@ -194,6 +199,7 @@ impl OwnedRequest {
             ttl: self.ttl,
             reentrant: self.reentrant,
             unique: self.unique,
+            hold: self.hold,
         }
     }
 }
@@ -259,13 +265,30 @@ impl Locker {
         classify: Classify,
         resend: bool,
     ) -> Round {
+        let majority = quorum::majority(self.inner.nodes.len());
+        self.round_needing(targets, cmd, timeout, classify, resend, majority)
+            .await
+    }
+
+    /// `round`, its verdict needing `need` grants (a limited shared hold's
+    /// quorum) instead of a majority.
+    pub(crate) async fn round_needing(
+        &self,
+        targets: &[usize],
+        cmd: Cmd,
+        timeout: Duration,
+        classify: Classify,
+        resend: bool,
+        need: usize,
+    ) -> Round {
         // A blocking WAIT must not hold up the node's shared connection.
         let dedicated = cmd
             .args_iter()
             .any(|a| matches!(a, redis::Arg::Simple(b) if b == b"WAIT"));
         let on_open = !dedicated && targets.iter().all(|&i| self.inner.nodes[i].is_connected());
         let tally = Tally::per_server(self.inner.nodes.len(), self.inner.same.clone())
-            .asking(targets.len());
+            .asking(targets.len())
+            .needing(need);
         let mut round = Round::new(tally, timeout, classify, on_open);
         let cmd = Arc::new(cmd);
         for &i in targets {
@@ -370,6 +393,7 @@ impl Locker {
         let start = Instant::now();
         let mut cmd = lock_cmd("LOCK.ACQUIRE", req.name, req.owner);
         cmd.arg(ms(req.ttl));
+        req.hold.args(&mut cmd);
         let mut timeout = cfg.node_timeout;
         if let Some(wait) = server_wait {
             cmd.arg("WAIT").arg(ms(wait));
@@ -387,8 +411,9 @@ impl Locker {
         // majority and the fencing round is skipped (see quorum::token_floor).
         cmd.arg("MINTOKEN")
             .arg(quorum::token_floor(self.servers_time(Instant::now())));
+        let need = req.hold.need(self.inner.nodes.len());
         let mut round = self
-            .round(self.all(), cmd, timeout, acquire_answer, false)
+            .round_needing(self.all(), cmd, timeout, acquire_answer, false, need)
             .await;
         let verdict = round.verdict();
         if verdict == Verdict::Quorum {
@@ -690,7 +715,7 @@ impl Locker {
     pub(crate) fn no_quorum(&self, tally: &Tally) -> Error {
         Error::NoQuorum {
             granted: tally.yes.len(),
-            needed: quorum::majority(self.inner.nodes.len()),
+            needed: tally.need(),
             failures: tally.failures(&self.inner.names),
         }
     }
@@ -852,6 +877,7 @@ impl Locker {
             owner,
             ttl,
             reentrant: opts.reentrant,
+            hold: opts.hold,
             // A REENTRANT lock's owner is meant to be shared: another handle
             // re-enters it (`owner(held.owner())`), and a background or resent
             // RELEASE of this one would drop that handle's hold (b0d086f:
@@ -1079,8 +1105,9 @@ impl Locker {
         let start = Instant::now();
         let mut cmd = lock_cmd("LOCK.EXTEND", lock.name(), lock.owner());
         cmd.arg(ms(lock.ttl()));
+        let need = lock.hold.need(self.inner.nodes.len());
         let mut round = self
-            .round(self.all(), cmd, timeout, code_answer, true)
+            .round_needing(self.all(), cmd, timeout, code_answer, true, need)
             .await;
         // Fail-fast stops at an acquisition's verdict: an owner's may need
         // more answers (a failure is no "not ours").
@@ -1110,7 +1137,8 @@ impl Locker {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(&self, lock: &Lock) -> Result<(), Error> {
-        let tally = self.let_go(lock).await;
+        let need = lock.hold.need(self.inner.nodes.len());
+        let tally = self.let_go(lock).await.needing(need);
         match tally.final_owner_verdict() {
             Verdict::Quorum => Ok(()),
             Verdict::Unreachable => Err(self.no_quorum(&tally)),

@@ -2,6 +2,7 @@
 //! (the [`crate::Locker`]'s settings are only the defaults).
 
 use crate::error::Error;
+use crate::hold::Hold;
 use std::time::Duration;
 
 /// Options of one acquisition, for [`crate::Locker::acquire`]:
@@ -27,6 +28,7 @@ pub struct LockOptions {
     pub(crate) wait: Duration,
     pub(crate) reentrant: bool,
     pub(crate) owner: Option<String>,
+    pub(crate) hold: Hold,
 }
 
 impl LockOptions {
@@ -59,6 +61,52 @@ impl LockOptions {
         self
     }
 
+    /// A shared lock (`SHARED`): held by any number of shared holders at
+    /// once (readers), never beside an exclusive holder (a writer). Needs a
+    /// majority of grants, as an exclusive lock does.
+    ///
+    /// ```no_run
+    /// # async fn demo(locker: redis_lock_client::Locker) -> Result<(), redis_lock_client::Error> {
+    /// use redis_lock_client::LockOptions;
+    /// use std::time::Duration;
+    /// let read = locker.acquire("table:users", &LockOptions::shared().wait(Duration::from_secs(5))).await?;
+    /// locker.unlock(&read).await?;
+    /// // A semaphore: at most 4 holders at once, fleet-wide.
+    /// let slot = locker.acquire("pool:exports", &LockOptions::shared().limit(4)).await?;
+    /// locker.unlock(&slot).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn shared() -> LockOptions {
+        LockOptions::new().shared_hold(true)
+    }
+    /// Shared (`SHARED`) or exclusive (the default); exclusive drops a limit.
+    pub fn shared_hold(mut self, on: bool) -> Self {
+        self.hold.shared = on;
+        if !on {
+            self.hold.limit = None;
+        }
+        self
+    }
+    /// `SHARED LIMIT n`: at most `n` shared holders at once (a counting
+    /// semaphore whose permits expire with their holder); implies shared.
+    /// `n` from 1 to 2^31 - 1. A limited hold needs more grants than a
+    /// majority (`quorum::shared_quorum`): with 3 servers every limit above
+    /// 1 needs all 3. The key's limit is set by its first holder; asking
+    /// another one while it is held is `Rejected`.
+    pub fn limit(mut self, n: u32) -> Self {
+        self.hold.shared = true;
+        self.hold.limit = Some(n);
+        self
+    }
+    /// Asks for a shared hold.
+    pub fn is_shared(&self) -> bool {
+        self.hold.shared
+    }
+    /// The limit asked for, if any.
+    pub fn limit_of(&self) -> Option<u32> {
+        self.hold.limit
+    }
+
     /// The TTL to use with a Locker whose default is `default_ttl` and whose
     /// node timeout is `node_timeout`.
     pub(crate) fn checked_ttl(
@@ -76,6 +124,7 @@ impl LockOptions {
         if self.owner.as_deref() == Some("") {
             return Err(Error::Config("owner must not be empty".into()));
         }
+        self.hold.check()?;
         Ok(ttl)
     }
 }
@@ -92,5 +141,19 @@ mod tests {
         assert!(matches!(short.checked_ttl(d, nt), Err(Error::Config(_))));
         let empty = LockOptions::new().owner("");
         assert!(matches!(empty.checked_ttl(d, nt), Err(Error::Config(_))));
+        let zero = LockOptions::new().limit(0);
+        assert!(matches!(zero.checked_ttl(d, nt), Err(Error::Config(_))));
+    }
+
+    #[test]
+    fn a_limit_makes_the_hold_shared_and_exclusive_drops_it() {
+        let opts = LockOptions::new().limit(3);
+        assert!(opts.is_shared());
+        assert_eq!(opts.limit_of(), Some(3));
+        let back = opts.shared_hold(false);
+        assert!(!back.is_shared());
+        assert_eq!(back.limit_of(), None);
+        assert!(LockOptions::shared().is_shared());
+        assert!(!LockOptions::new().is_shared());
     }
 }

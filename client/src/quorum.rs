@@ -133,6 +133,9 @@ pub struct Tally {
     /// Nodes the round did not ask (a REENTRANT handle releases only where
     /// it holds): they hold none of the caller's lock.
     left_out: usize,
+    /// Grants the verdicts need, when not a majority (a limited shared
+    /// hold: `shared_quorum`).
+    need: Option<usize>,
 }
 
 /// How a round ended.
@@ -166,6 +169,18 @@ impl Tally {
             voters: Voters::new(same),
             ..Tally::default()
         }
+    }
+
+    /// Verdicts need `need` grants instead of a majority (at least one, at
+    /// most every node).
+    pub(crate) fn needing(mut self, need: usize) -> Tally {
+        self.need = Some(need.clamp(1, self.nodes.max(1)));
+        self
+    }
+
+    /// Grants a Quorum verdict needs.
+    pub(crate) fn need(&self) -> usize {
+        self.need.unwrap_or_else(|| majority(self.nodes))
     }
 
     /// How many nodes the round is over.
@@ -216,7 +231,7 @@ impl Tally {
 
     /// The verdict as soon as it is certain (before every node answered).
     pub fn early(&self) -> Option<Verdict> {
-        let need = majority(self.nodes);
+        let need = self.need();
         if self.yes.len() >= need {
             return Some(Verdict::Quorum);
         }
@@ -226,8 +241,9 @@ impl Tally {
 
     /// The verdict once every node answered (or the round was cut short).
     pub fn final_verdict(&self) -> Verdict {
-        let spare = self.nodes.saturating_sub(majority(self.nodes));
-        if self.nodes > 0 && self.yes.len() >= majority(self.nodes) {
+        let need = self.need();
+        let spare = self.nodes.saturating_sub(need);
+        if self.nodes > 0 && self.yes.len() >= need {
             Verdict::Quorum
         } else if self.rejected.len() > spare {
             Verdict::Rejected // refusals alone make a majority impossible: don't retry
@@ -246,7 +262,7 @@ impl Tally {
     /// One yes, one failure and one node left out (a REENTRANT handle held
     /// two of three) read as `Expired` when the lock was held (99ca348).
     pub fn owner_verdict(&self) -> Option<Verdict> {
-        let need = majority(self.nodes);
+        let need = self.need();
         let spare = self.nodes.saturating_sub(need);
         // A second path's yes to one server is no vote (3f191a0: it read
         // as a failure, and a lock lost on the other servers as NoQuorum).
@@ -544,6 +560,41 @@ mod tests {
         t.add_from(1, Some(&x), Answer::Yes(0));
         t.add_from(2, Some(&y), Answer::Busy);
         assert_eq!(t.final_owner_verdict(), Verdict::Contended);
+    }
+
+    #[test]
+    fn a_limited_hold_counts_against_its_larger_quorum() {
+        // N = 3, LIMIT 2: two grants are a majority but not enough.
+        let mut t = Tally::new(3).needing(shared_quorum(3, Some(2)));
+        t.add(0, Answer::Yes(5));
+        t.add(1, Answer::Yes(5));
+        assert_eq!(t.early(), None, "a majority is not enough");
+        t.add(2, Answer::Busy);
+        assert_eq!(t.early(), Some(Verdict::Contended));
+        let mut t = Tally::new(3).needing(3);
+        t.add(0, Answer::Busy);
+        assert_eq!(t.early(), Some(Verdict::Contended), "one busy node decides");
+        let mut t = Tally::new(3).needing(3);
+        for i in 0..3 {
+            t.add(i, Answer::Yes(7));
+        }
+        assert_eq!(t.early(), Some(Verdict::Quorum));
+        assert_eq!(t.quorum_token(), 7);
+        // One refusal (LIMIT differs) leaves no room: final at once.
+        let mut t = Tally::new(3).needing(3);
+        t.add(0, Answer::Rejected("ERR LIMIT differs".into()));
+        assert_eq!(t.early(), Some(Verdict::Rejected));
+        // Renewing: one node no longer holding it loses a hold that needs 3.
+        let mut t = Tally::new(3).needing(3);
+        t.add(0, Answer::Yes(0));
+        t.add(1, Answer::Gone);
+        assert_eq!(t.owner_verdict(), Some(Verdict::Contended));
+        let mut t = Tally::new(3).needing(3);
+        t.add(0, Answer::Yes(0));
+        t.add(1, Answer::Yes(0));
+        t.add(2, Answer::Failed("timed out".into()));
+        assert_eq!(t.final_owner_verdict(), Verdict::Unreachable);
+        assert_eq!(Tally::new(3).needing(9).need(), 3, "never above the nodes");
     }
 
     #[test]

@@ -27,12 +27,13 @@ fn reached(reply: Result<Value, Failure>) -> Answer {
 }
 
 impl Locker {
-    /// Whether `err` says that more servers failed than a majority can
-    /// spare: no grant could have made a majority, busy lock or not.
+    /// Whether `err` says that more servers failed than the grants it
+    /// needed can spare (a majority; all 3 of 3 for a limited shared hold):
+    /// no grants could have been enough, busy lock or not.
     pub(crate) fn majority_failed(&self, err: &Error) -> bool {
         let n = self.inner.nodes.len();
-        matches!(err, Error::NoQuorum { failures, .. }
-            if failures.len() > n - quorum::majority(n))
+        matches!(err, Error::NoQuorum { failures, needed, .. }
+            if failures.len() > n.saturating_sub(*needed))
     }
 
     /// The error a wait gives up with at once: `err` (a first round's) says
@@ -43,10 +44,11 @@ impl Locker {
     /// with every server up (2026-11-28); so did a majority in the restart
     /// guard (`TRYAGAIN` to the try, an answer to the probe).
     pub(crate) async fn outage(&self, err: Error) -> Result<Error, Error> {
-        if !self.majority_failed(&err) {
-            return Ok(err);
-        }
-        self.majority_reachable().await?;
+        let needed = match &err {
+            Error::NoQuorum { needed, .. } if self.majority_failed(&err) => *needed,
+            _ => return Ok(err),
+        };
+        self.reachable_for(needed).await?;
         Ok(err)
     }
 
@@ -58,6 +60,13 @@ impl Locker {
     /// not hold up the wait by the node timeout; its request is driven to
     /// its end in the background, as a decided round's are.
     pub(crate) async fn majority_reachable(&self) -> Result<(), Error> {
+        let needed = quorum::majority(self.inner.nodes.len());
+        self.reachable_for(needed).await
+    }
+
+    /// `majority_reachable` for an acquisition that needs `needed` grants
+    /// (a limited shared hold may need every server).
+    async fn reachable_for(&self, needed: usize) -> Result<(), Error> {
         let timeout = self.inner.config.node_timeout;
         let all: Vec<usize> = (0..self.inner.nodes.len()).collect();
         let probe = redis::cmd("LOCK.SERVERID");
@@ -69,7 +78,7 @@ impl Locker {
         let tally = round.detach(&self.inner.stragglers);
         let err = Error::NoQuorum {
             granted: 0,
-            needed: quorum::majority(all.len()),
+            needed,
             failures: tally.failures(&self.inner.names),
         };
         if self.majority_failed(&err) {

@@ -9,8 +9,10 @@ use crate::server_ids::{same_server, ServerTag};
 use redis::Value;
 use tokio::task::JoinSet;
 
-/// What one node says about a lock (LOCK.STATUS).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What one node says about a lock (LOCK.STATUS). A shared key (`shared`)
+/// has no single holder: `owner` is empty, `token`, `ttl_ms` and `holds`
+/// are 0, and `holders` lists its holders.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeStatus {
     /// The holder's owner value.
     pub owner: Vec<u8>,
@@ -22,6 +24,25 @@ pub struct NodeStatus {
     pub holds: i64,
     /// Clients waiting in the server.
     pub waiters: i64,
+    /// Held shared (`SHARED`): by `holders`.
+    pub shared: bool,
+    /// A shared key's `LIMIT` (0: none).
+    pub limit: i64,
+    /// A shared key's holders, in the order they were granted.
+    pub holders: Vec<Holder>,
+}
+
+/// One holder of a shared key on one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holder {
+    /// The holder's owner value.
+    pub owner: Vec<u8>,
+    /// The node's fencing token for this hold.
+    pub token: i64,
+    /// Milliseconds left.
+    pub ttl_ms: i64,
+    /// Reentrant hold count.
+    pub holds: i64,
 }
 
 /// One node's answer to `LOCK.STATUS`: `Ok(None)` when free.
@@ -46,6 +67,16 @@ pub enum QuorumState {
         /// All nodes.
         of: usize,
     },
+    /// Held shared on a majority of the nodes.
+    Shared {
+        /// Each owner holding it somewhere, with the number of nodes where
+        /// it does, in the order the nodes list them.
+        holders: Vec<(Vec<u8>, usize)>,
+        /// The key's `LIMIT` (0: none).
+        limit: i64,
+        /// All nodes.
+        of: usize,
+    },
     /// A majority answered but agrees on nothing (e.g. mid-acquisition).
     Unknown,
     /// Only `answered` of `of` nodes answered: less than a majority.
@@ -64,6 +95,18 @@ impl std::fmt::Display for QuorumState {
                 write!(f, "held by {} on {nodes} of {of}", escape_owner(owner))
             }
             QuorumState::Free { nodes, of } => write!(f, "free on {nodes} of {of}"),
+            QuorumState::Shared { holders, limit, of } => {
+                write!(f, "shared")?;
+                if *limit > 0 {
+                    write!(f, " (limit {limit})")?;
+                }
+                write!(f, " by ")?;
+                for (k, (owner, nodes)) in holders.iter().enumerate() {
+                    let sep = if k == 0 { "" } else { ", " };
+                    write!(f, "{sep}{} on {nodes} of {of}", escape_owner(owner))?;
+                }
+                Ok(())
+            }
             QuorumState::Unknown => write!(f, "unknown (no majority agrees)"),
             QuorumState::Unreachable { answered, of } => {
                 write!(f, "unknown: only {answered} of {of} servers answered")
@@ -137,6 +180,13 @@ pub fn quorum_state(reports: &[NodeReport]) -> QuorumState {
     if free >= need {
         return QuorumState::Free { nodes: free, of };
     }
+    let shared: Vec<&NodeStatus> = answers
+        .iter()
+        .filter_map(|a| a.as_ref().filter(|s| s.shared))
+        .collect();
+    if shared.len() >= need {
+        return shared_state(&shared, of);
+    }
     for s in answers.iter().filter_map(|a| a.as_ref()) {
         let nodes = answers
             .iter()
@@ -151,6 +201,20 @@ pub fn quorum_state(reports: &[NodeReport]) -> QuorumState {
         }
     }
     QuorumState::Unknown
+}
+
+/// A key held shared on `nodes` of `of`: its holders and on how many
+/// nodes each holds.
+fn shared_state(nodes: &[&NodeStatus], of: usize) -> QuorumState {
+    let mut holders: Vec<(Vec<u8>, usize)> = Vec::new();
+    for h in nodes.iter().flat_map(|s| &s.holders) {
+        match holders.iter_mut().find(|(o, _)| *o == h.owner) {
+            Some((_, n)) => *n += 1,
+            None => holders.push((h.owner.clone(), 1)),
+        }
+    }
+    let limit = nodes.iter().map(|s| s.limit).max().unwrap_or(0);
+    QuorumState::Shared { holders, limit, of }
 }
 
 impl Locker {
@@ -261,36 +325,58 @@ fn released_first(v: &Value) -> u8 {
     u8::from(*v == Value::Int(1))
 }
 
-fn parse_status(v: Value) -> Result<Option<NodeStatus>, String> {
-    let pairs: Vec<(Value, Value)> = match v {
-        Value::Nil => return Ok(None),
-        Value::Map(m) => m,
+/// A map reply (RESP3) or its flat array (RESP2) as pairs.
+fn pairs(v: Value) -> Result<Vec<(Value, Value)>, String> {
+    match v {
+        Value::Map(m) => Ok(m),
         Value::Array(items) => {
             let mut it = items.into_iter();
-            std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect()
+            Ok(std::iter::from_fn(|| Some((it.next()?, it.next()?))).collect())
         }
-        other => return Err(format!("unexpected reply {other:?}")),
-    };
-    let mut s = NodeStatus {
-        owner: Vec::new(),
-        token: 0,
-        ttl_ms: 0,
-        holds: 0,
-        waiters: 0,
-    };
-    for (k, v) in pairs {
+        other => Err(format!("unexpected reply {other:?}")),
+    }
+}
+
+/// An exclusive lock's reply, or one holder of a shared key's: the fields
+/// both have.
+fn parse_holder(fields: Vec<(Value, Value)>, s: &mut NodeStatus) {
+    for (k, v) in fields {
         match (k, v) {
             (Value::BulkString(k), Value::BulkString(owner)) if k == b"owner" => s.owner = owner,
+            (Value::BulkString(k), Value::BulkString(mode)) if k == b"mode" => {
+                s.shared = mode == b"shared"
+            }
+            (Value::BulkString(k), Value::Array(holders)) if k == b"holders" => {
+                for h in holders.into_iter().filter_map(|h| pairs(h).ok()) {
+                    let mut one = NodeStatus::default();
+                    parse_holder(h, &mut one);
+                    s.holders.push(Holder {
+                        owner: one.owner,
+                        token: one.token,
+                        ttl_ms: one.ttl_ms,
+                        holds: one.holds,
+                    });
+                }
+            }
             (Value::BulkString(k), Value::Int(i)) => match k.as_slice() {
                 b"token" => s.token = i,
                 b"ttl" => s.ttl_ms = i,
                 b"holds" => s.holds = i,
                 b"waiters" => s.waiters = i,
+                b"limit" => s.limit = i,
                 _ => {}
             },
             _ => {}
         }
     }
+}
+
+fn parse_status(v: Value) -> Result<Option<NodeStatus>, String> {
+    if v == Value::Nil {
+        return Ok(None);
+    }
+    let mut s = NodeStatus::default();
+    parse_holder(pairs(v)?, &mut s);
     Ok(Some(s))
 }
 
@@ -304,7 +390,7 @@ mod tests {
             token: 1,
             ttl_ms: 1,
             holds: 1,
-            waiters: 0,
+            ..NodeStatus::default()
         }))
     }
 
@@ -366,6 +452,73 @@ mod tests {
         assert_eq!(out[0], "refused");
         assert_eq!(out[1], "1");
         assert!(out[2].contains("same server as server 2 "), "{}", out[2]);
+    }
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    fn shared_reply(limit: i64, owners: &[&str]) -> Value {
+        let holders = owners.iter().enumerate().map(|(i, o)| {
+            let h = [
+                (bulk("owner"), bulk(o)),
+                (bulk("token"), Value::Int(10 + i as i64)),
+                (bulk("ttl"), Value::Int(5000)),
+                (bulk("holds"), Value::Int(1)),
+            ];
+            Value::Map(h.to_vec())
+        });
+        Value::Array(vec![
+            bulk("mode"),
+            bulk("shared"),
+            bulk("limit"),
+            Value::Int(limit),
+            bulk("holders"),
+            Value::Array(holders.collect()),
+            bulk("waiters"),
+            Value::Int(2),
+        ])
+    }
+
+    #[test]
+    fn a_shared_reply_lists_its_holders() {
+        let s = parse_status(shared_reply(2, &["r1", "r2"]))
+            .unwrap()
+            .unwrap();
+        assert!(s.shared);
+        assert_eq!((s.limit, s.waiters, s.owner.len()), (2, 2, 0));
+        let owners: Vec<&[u8]> = s.holders.iter().map(|h| h.owner.as_slice()).collect();
+        assert_eq!(owners, [b"r1", b"r2"]);
+        assert_eq!((s.holders[1].token, s.holders[1].ttl_ms), (11, 5000));
+        // An exclusive reply (RESP2) is as before: no mode, no holders.
+        let x = Value::Array(vec![
+            bulk("owner"),
+            bulk("w"),
+            bulk("token"),
+            Value::Int(4),
+            bulk("ttl"),
+            Value::Int(9),
+            bulk("holds"),
+            Value::Int(1),
+            bulk("waiters"),
+            Value::Int(0),
+        ]);
+        let x = parse_status(x).unwrap().unwrap();
+        assert!(!x.shared && x.holders.is_empty());
+        assert_eq!((x.owner.as_slice(), x.token), (&b"w"[..], 4));
+    }
+
+    #[test]
+    fn a_key_held_shared_on_a_majority_shows_its_holders() {
+        let sh = |owners: &[&str]| Ok(parse_status(shared_reply(0, owners)).unwrap());
+        let st = quorum_state(&reports(vec![sh(&["a", "b"]), sh(&["a"]), Ok(None)]));
+        assert_eq!(st.to_string(), "shared by a on 2 of 3, b on 1 of 3");
+        let limited = Ok(parse_status(shared_reply(2, &["x"])).unwrap());
+        let st = quorum_state(&reports(vec![limited.clone(), limited, Ok(None)]));
+        assert_eq!(st.to_string(), "shared (limit 2) by x on 2 of 3");
+        // Shared on one node of three: no verdict.
+        let st = quorum_state(&reports(vec![sh(&["a"]), held("w"), Ok(None)]));
+        assert_eq!(st, QuorumState::Unknown);
     }
 
     #[test]

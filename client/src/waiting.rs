@@ -174,11 +174,9 @@ impl Locker {
             .saturating_duration_since(Instant::now())
             .min(MAX_SERVER_WAIT);
         let mut cmd = lock_cmd("LOCK.ACQUIRE", req.name, req.owner);
-        cmd.arg(ms(req.ttl))
-            .arg("WAIT")
-            .arg(ms(left))
-            .arg("TICKET")
-            .arg(ticket);
+        cmd.arg(ms(req.ttl));
+        req.hold.args(&mut cmd);
+        cmd.arg("WAIT").arg(ms(left)).arg("TICKET").arg(ticket);
         if req.reentrant {
             cmd.arg("REENTRANT");
         }
@@ -257,7 +255,7 @@ impl Locker {
                     // Without the unsure servers no majority is possible
                     // for the rest of this call: say so now.
                     let usable = unsure.iter().filter(|&&u| !u).count();
-                    if left.is_zero() || usable < quorum::majority(unsure.len()) {
+                    if left.is_zero() || usable < req.hold.need(unsure.len()) {
                         return Err(e);
                     }
                     tokio::time::sleep(self.pause().min(left)).await;
@@ -280,7 +278,7 @@ impl Locker {
     ) -> Result<Lock, Error> {
         let cfg = &self.inner.config;
         let n = self.inner.nodes.len();
-        let need = quorum::majority(n);
+        let need = req.hold.need(n);
         let began = Instant::now();
         let draining = |i: usize| drain.get(i).copied().unwrap_or(false);
         let slots: Vec<Slot> = (unsure.iter().enumerate())
@@ -464,7 +462,7 @@ impl Locker {
                 Some(two) => two,
                 None => {
                     let ran_out = Instant::now() >= hard_stop;
-                    self.queued_failure(&out.slots, causes, ran_out)
+                    self.queued_failure(&out.slots, causes, ran_out, need)
                 }
             };
             if req.unique {
@@ -640,8 +638,14 @@ impl Locker {
     /// `ran_out`: it ended at its hard stop, past the time every server
     /// still waiting had to answer (else it ended as soon as a majority was
     /// out of reach).
-    fn queued_failure(&self, slots: &[Slot], causes: Vec<Option<String>>, ran_out: bool) -> Error {
-        let mut tally = Tally::new(slots.len());
+    fn queued_failure(
+        &self,
+        slots: &[Slot],
+        causes: Vec<Option<String>>,
+        ran_out: bool,
+        need: usize,
+    ) -> Error {
+        let mut tally = Tally::new(slots.len()).needing(need);
         for ((i, slot), cause) in slots.iter().enumerate().zip(causes) {
             let answer = match (slot, cause) {
                 (Slot::Out(Some(answer)), _) => answer.clone(),

@@ -88,6 +88,16 @@ pub fn count(what: &str, value: &Bound<'_, PyAny>, min: i64) -> PyResult<i64> {
     Ok(n)
 }
 
+/// `limit`: an int from 1 to the servers' largest (2^31 - 1).
+pub fn limit(value: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let n = count("limit", value, 1)?;
+    let max = redis_lock_client::MAX_LIMIT;
+    u32::try_from(n)
+        .ok()
+        .filter(|&n| n <= max)
+        .ok_or_else(|| PyValueError::new_err(format!("limit must be from 1 to {max}, got {n}")))
+}
+
 /// A lock name: str, or bytes that are UTF-8 (the client crate carries
 /// names as text); not empty.
 pub fn lock_name(value: &Bound<'_, PyAny>) -> PyResult<String> {

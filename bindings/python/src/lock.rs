@@ -153,6 +153,10 @@ async fn why_lost(shared: &Shared, was_valid: bool, what: &str) -> String {
         QuorumState::Free { .. } | QuorumState::Held { .. } => {
             format!("expired before {what}: its validity ran out and the servers no longer hold it")
         }
+        QuorumState::Shared { .. } => format!(
+            "is no longer held by this owner on enough servers (found before {what}: expired \
+             or released; others hold the key shared)"
+        ),
         _ => format!(
             "is no longer held by this owner on a majority of the servers (found before {what}; \
              expired or taken over: the servers' state could not be read)"
@@ -472,6 +476,16 @@ impl Lock {
     #[getter]
     fn token(&self) -> u64 {
         self.shared().snapshot().token()
+    }
+    /// Taken shared (`shared=True` or `limit=`).
+    #[getter(shared)]
+    fn is_shared(&self) -> bool {
+        self.shared().snapshot().is_shared()
+    }
+    /// The limit it was taken under (None: no limit).
+    #[getter]
+    fn limit(&self) -> Option<u32> {
+        self.shared().snapshot().limit()
     }
     /// TTL in seconds that renewals and extend() reset the lock to.
     #[getter]

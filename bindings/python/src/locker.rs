@@ -47,10 +47,18 @@ impl Locker {
         auto_renew: bool,
         reentrant: bool,
         owner: Option<String>,
+        shared: bool,
+        limit: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Acquire> {
         runtime::check_pid(self.pid, "Locker")?;
         let name = args::lock_name(name)?;
-        let mut opts = LockOptions::new().wait(wait.0).reentrant(reentrant);
+        let mut opts = LockOptions::new()
+            .wait(wait.0)
+            .reentrant(reentrant)
+            .shared_hold(shared);
+        if let Some(limit) = limit.filter(|l| !l.is_none()) {
+            opts = opts.limit(args::limit(limit)?);
+        }
         if let Some(ttl) = ttl.filter(|t| !t.is_none()) {
             opts = opts.ttl(args::positive_seconds("ttl", ttl)?);
         }
@@ -156,14 +164,20 @@ impl Locker {
     ///   Without reentrant=True, a second lock() with the owner of a held
     ///   lock succeeds too (the servers see one holder) and either
     ///   handle's release frees it for both.
+    /// - `shared`: a shared hold (a read lock): any number of shared
+    ///   holders at once, never beside an exclusive one.
+    /// - `limit`: at most `limit` shared holders at once (a semaphore whose
+    ///   permits expire with their holder); implies `shared`. 1 to
+    ///   2**31 - 1; every holder of the name gives the same limit (another
+    ///   one raises Rejected). With 3 servers a limit above 1 needs all 3.
     ///
     /// Raises Taken (contention), NoQuorum (servers down or unreachable,
     /// with the per-node causes in `.failures`), Rejected (a server refused),
     /// ValueError / TypeError (bad arguments). The GIL is released while
     /// waiting.
-    #[pyo3(signature = (name, wait=Wait(Duration::ZERO), *, ttl=None, auto_renew=true, reentrant=false, owner=None))]
+    #[pyo3(signature = (name, wait=Wait(Duration::ZERO), *, ttl=None, auto_renew=true, reentrant=false, owner=None, shared=false, limit=None))]
     #[pyo3(
-        text_signature = "(self, name, wait=0.0, *, ttl=None, auto_renew=True, reentrant=False, owner=None)"
+        text_signature = "(self, name, wait=0.0, *, ttl=None, auto_renew=True, reentrant=False, owner=None, shared=False, limit=None)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn lock(
@@ -175,8 +189,19 @@ impl Locker {
         auto_renew: bool,
         reentrant: bool,
         owner: Option<String>,
+        shared: bool,
+        limit: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Lock> {
-        let a = self.acquire_args(&name, wait, ttl.as_ref(), auto_renew, reentrant, owner)?;
+        let a = self.acquire_args(
+            &name,
+            wait,
+            ttl.as_ref(),
+            auto_renew,
+            reentrant,
+            owner,
+            shared,
+            limit.as_ref(),
+        )?;
         let context = a.context();
         let outcome = block_on(py, a.lock(self.core.clone()))?;
         outcome.map_err(|e| errors::to_py(py, &context, e))
@@ -184,7 +209,8 @@ impl Locker {
 
     /// The asyncio side of `lock` (used by AsyncLocker): the arguments are
     /// checked now; the returned Acquisition runs it (`_start`).
-    #[pyo3(signature = (name, wait=Wait(Duration::ZERO), *, ttl=None, auto_renew=true, reentrant=false, owner=None))]
+    #[pyo3(signature = (name, wait=Wait(Duration::ZERO), *, ttl=None, auto_renew=true, reentrant=false, owner=None, shared=false, limit=None))]
+    #[allow(clippy::too_many_arguments)]
     fn _acquisition(
         &self,
         name: Bound<'_, PyAny>,
@@ -193,8 +219,19 @@ impl Locker {
         auto_renew: bool,
         reentrant: bool,
         owner: Option<String>,
+        shared: bool,
+        limit: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Acquisition> {
-        let args = self.acquire_args(&name, wait, ttl.as_ref(), auto_renew, reentrant, owner)?;
+        let args = self.acquire_args(
+            &name,
+            wait,
+            ttl.as_ref(),
+            auto_renew,
+            reentrant,
+            owner,
+            shared,
+            limit.as_ref(),
+        )?;
         Ok(Acquisition {
             core: self.core.clone(),
             args,

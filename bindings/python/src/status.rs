@@ -17,8 +17,12 @@ use redis_lock_client::{
 ///   shown escaped), `token` (the fencing token a majority holds),
 ///   `validity` (seconds the servers keep it on a majority if not renewed):
 ///   None unless held.
-/// - `servers`: servers where it is held by `owner` (or free, if "free"),
-///   of `of`; `failures`: (node, cause) for each server that did not answer.
+/// - `servers`: servers where it is held by `owner` (or free, if "free";
+///   held shared, if "shared"), of `of`; `failures`: (node, cause) for each
+///   server that did not answer.
+/// - A key held shared (`lock(..., shared=True)` or `limit=`): state
+///   "shared", `held` False, `owner` None; `holders`: (owner, servers) for
+///   each shared holder, `limit`: the key's limit (None: no limit).
 #[pyclass(module = "redis_lock_client", frozen, get_all)]
 pub struct LockStatus {
     name: String,
@@ -30,6 +34,16 @@ pub struct LockStatus {
     servers: usize,
     of: usize,
     failures: Vec<(String, String)>,
+    holders: Vec<(String, usize)>,
+    limit: Option<i64>,
+}
+
+/// An owner as text (escaped when it is not UTF-8).
+fn shown(owner: Vec<u8>) -> String {
+    match String::from_utf8(owner) {
+        Ok(text) => text,
+        Err(e) => escape_owner(e.as_bytes()),
+    }
 }
 
 impl LockStatus {
@@ -48,6 +62,8 @@ impl LockStatus {
             servers: 0,
             of,
             failures,
+            holders: Vec::new(),
+            limit: None,
         };
         match quorum_state(&reports) {
             QuorumState::Held { owner, nodes, .. } => {
@@ -65,10 +81,7 @@ impl LockStatus {
                 ttls.sort_unstable_by(|a, b| b.cmp(a));
                 status.state = "held";
                 status.held = true;
-                status.owner = Some(match String::from_utf8(owner) {
-                    Ok(text) => text,
-                    Err(e) => escape_owner(e.as_bytes()),
-                });
+                status.owner = Some(shown(owner));
                 status.token = tokens.get(tokens.len().saturating_sub(need)).copied();
                 status.validity = ttls.get(need - 1).map(|&ms| ms.max(0) as f64 / 1000.0);
                 status.servers = nodes;
@@ -76,6 +89,17 @@ impl LockStatus {
             QuorumState::Free { nodes, .. } => {
                 status.state = "free";
                 status.servers = nodes;
+            }
+            QuorumState::Shared { holders, limit, .. } => {
+                status.state = "shared";
+                status.servers = (reports.iter())
+                    .filter(|(_, r)| matches!(r, Ok(Some(s)) if s.shared))
+                    .count();
+                status.holders = holders
+                    .into_iter()
+                    .map(|(owner, nodes)| (shown(owner), nodes))
+                    .collect();
+                status.limit = (limit > 0).then_some(limit);
             }
             QuorumState::Unknown => {}
             QuorumState::Unreachable { answered, .. } => {
@@ -101,6 +125,12 @@ impl LockStatus {
                 " owner={} token={token} validity={validity:.3}s",
                 shown_name(owner)
             ),
+            _ if !self.holders.is_empty() => {
+                let owners: Vec<String> = (self.holders.iter())
+                    .map(|(o, n)| format!("{}:{n}", shown_name(o)))
+                    .collect();
+                format!(" holders=[{}]", owners.join(", "))
+            }
             _ => String::new(),
         };
         format!(

@@ -72,6 +72,16 @@ class AsyncLock:
         return self._lock.token
 
     @property
+    def shared(self) -> bool:
+        """Taken shared (``shared=True`` or ``limit=``)."""
+        return self._lock.shared
+
+    @property
+    def limit(self) -> Optional[int]:
+        """The limit it was taken under (None: no limit)."""
+        return self._lock.limit
+
+    @property
     def ttl(self) -> float:
         """TTL in seconds that renewals reset it to."""
         return self._lock.ttl
@@ -273,12 +283,23 @@ class AsyncLocker:
         auto_renew: bool = True,
         reentrant: bool = False,
         owner: Optional[str] = None,
+        shared: bool = False,
+        limit: Optional[int] = None,
     ) -> _Acquisition:
         """Acquire ``name`` (see Locker.lock); await the result or use it
         with ``async with``. Bad arguments raise ValueError/TypeError here,
         at the call."""
         return _Acquisition(
-            self._locker._acquisition(name, wait, ttl=ttl, auto_renew=auto_renew, reentrant=reentrant, owner=owner)
+            self._locker._acquisition(
+                name,
+                wait,
+                ttl=ttl,
+                auto_renew=auto_renew,
+                reentrant=reentrant,
+                owner=owner,
+                shared=shared,
+                limit=limit,
+            )
         )
 
     async def status(self, name: Union[str, bytes]) -> LockStatus:

@@ -46,6 +46,10 @@ class Lock:
     @property
     def token(self) -> int: ...
     @property
+    def shared(self) -> bool: ...
+    @property
+    def limit(self) -> Optional[int]: ...
+    @property
     def ttl(self) -> float: ...
     @property
     def validity(self) -> float:
@@ -82,7 +86,7 @@ class LockStatus:
 
     name: str
     state: str
-    """"held", "free", "unknown" (no owner has a majority) or "unreachable"."""
+    """"held", "free", "shared" (held shared: see `holders`), "unknown" (no owner has a majority) or "unreachable"."""
     held: bool
     owner: Optional[str]
     token: Optional[int]
@@ -92,6 +96,10 @@ class LockStatus:
     """Servers where it is held by `owner` (or free, when "free"; that answered, when "unreachable")."""
     of: int
     failures: List[Tuple[str, str]]
+    holders: List[Tuple[str, int]]
+    """A shared key's holders: (owner, servers where it holds), in the order granted."""
+    limit: Optional[int]
+    """A shared key's limit (None: no limit, or not shared)."""
 
 class Locker:
     """Quorum (Redlock) client over servers running the redis-lock module."""
@@ -116,6 +124,8 @@ class Locker:
         auto_renew: bool = True,
         reentrant: bool = False,
         owner: Optional[str] = None,
+        shared: bool = False,
+        limit: Optional[int] = None,
     ) -> Lock: ...
     def _acquisition(
         self,
@@ -126,6 +136,8 @@ class Locker:
         auto_renew: bool = True,
         reentrant: bool = False,
         owner: Optional[str] = None,
+        shared: bool = False,
+        limit: Optional[int] = None,
     ) -> Acquisition: ...
     def status(self, name: Union[str, bytes]) -> LockStatus: ...
     def _status_async(self, done: Callable[[Any, Any], None], name: Union[str, bytes]) -> Pending: ...

@@ -58,6 +58,16 @@ pub struct Run {
     /// Must be unique per holder.
     #[arg(long)]
     pub owner: Option<String>,
+    /// Hold NAME shared (like flock -s): any number of --shared runs hold it
+    /// at once, never beside one without --shared (an exclusive one).
+    #[arg(short, long)]
+    pub shared: bool,
+    /// At most N runs hold NAME at once across every host (a fleet-wide
+    /// concurrency limit; implies --shared; 1 to 2147483647). Every run of
+    /// NAME must give the same N. On 3 servers it needs all 3 (one server,
+    /// replicated, suits it best).
+    #[arg(long, value_name = "N", value_parser = limit)]
+    pub limit: Option<u32>,
     /// Name of the lock (the key on every server).
     pub name: String,
     /// The command and its arguments, after `--`.
@@ -69,7 +79,7 @@ pub struct Run {
 pub enum Cmd {
     /// Acquire NAME, run CMD with REDIS_LOCK_NAME/TOKEN/OWNER set, renew while it runs, release when it exits.
     Run(Run),
-    /// Show the lock on every server and the quorum's verdict (held by OWNER on k of N / free / unknown).
+    /// Show the lock on every server and the quorum's verdict (held by OWNER on k of N / shared by OWNERs / free / unknown).
     Status {
         /// Name of the lock.
         name: String,
@@ -94,6 +104,15 @@ fn ttl(text: &str) -> Result<Duration, String> {
         return Err(format!("the TTL must be at least {MIN_TTL:?}"));
     }
     Ok(ttl)
+}
+
+/// `--limit`: what the servers accept, as a bad command line (64) otherwise.
+fn limit(text: &str) -> Result<u32, String> {
+    let max = redis_lock_client::MAX_LIMIT;
+    match text.parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("the limit must be a whole number from 1 to {max}")),
+    }
 }
 
 /// Whether a failed `run` command line probably lacks the `--` before CMD.
@@ -132,6 +151,15 @@ mod tests {
         assert_eq!(ttl("10ms"), Ok(MIN_TTL));
         assert!(ttl("0s").unwrap_err().contains("at least 10ms"));
         assert!(ttl("soon").unwrap_err().contains("invalid duration"));
+    }
+
+    #[test]
+    fn limits_the_servers_take() {
+        assert_eq!(limit("4"), Ok(4));
+        assert_eq!(limit("2147483647"), Ok(i32::MAX as u32));
+        for bad in ["0", "2147483648", "-1", "two"] {
+            assert!(limit(bad).unwrap_err().contains("from 1 to"), "{bad}");
+        }
     }
 
     #[test]

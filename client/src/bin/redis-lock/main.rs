@@ -118,6 +118,12 @@ async fn run_command(
     if let Some(owner) = &run.owner {
         opts = opts.owner(owner.clone());
     }
+    if run.shared {
+        opts = opts.shared_hold(true);
+    }
+    if let Some(n) = run.limit {
+        opts = opts.limit(n);
+    }
     let started = Instant::now();
     let acquired = tokio::select! {
         r = locker.acquire_auto(name, &opts) => r,
@@ -257,6 +263,26 @@ async fn status(locker: &Locker, name: &str) -> ExitCode {
     let reports = locker.status(name).await;
     for (node, st) in &reports {
         match st {
+            Ok(Some(s)) if s.shared => {
+                let limit = match s.limit {
+                    0 => "none".to_string(),
+                    n => n.to_string(),
+                };
+                out!(
+                    "{node}\tshared\tlimit={limit}\tholders={}\twaiters={}",
+                    s.holders.len(),
+                    s.waiters
+                );
+                for h in &s.holders {
+                    out!(
+                        "{node}\tholder\towner={}\ttoken={}\tttl={}ms\tholds={}",
+                        escape_owner(&h.owner),
+                        h.token,
+                        h.ttl_ms,
+                        h.holds
+                    );
+                }
+            }
             Ok(Some(s)) => out!(
                 "{node}\towner={}\ttoken={}\tttl={}ms\tholds={}\twaiters={}",
                 escape_owner(&s.owner),
