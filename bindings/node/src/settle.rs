@@ -94,7 +94,10 @@ fn per_env(env: sys::napi_env) -> Result<std::rc::Rc<PerEnv>> {
             ),
             "napi_create_threadsafe_function",
         )?;
-        check(sys::napi_unref_threadsafe_function(env, tsfn), "napi_unref_threadsafe_function")?;
+        check(
+            sys::napi_unref_threadsafe_function(env, tsfn),
+            "napi_unref_threadsafe_function",
+        )?;
     }
     let queue: Queue = Arc::new(Mutex::new(Some(Tsfn(tsfn))));
     // Registered after the threadsafe function (whose own teardown Node
@@ -202,7 +205,9 @@ impl Settler {
         V: ToNapiValue + 'static,
         R: FnOnce(Env, T) -> Result<V> + Send + 'static,
     {
-        let Some(deferred) = self.deferred.take() else { return };
+        let Some(deferred) = self.deferred.take() else {
+            return;
+        };
         self.send(Box::new(move |env| {
             let value = to_js(Env::from_raw(env), out)
                 // On the env's thread, with its env.
