@@ -15,7 +15,7 @@ static RUNTIME: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new()
 pub fn runtime() -> Result<&'static Runtime> {
     let made = RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(2)
             .thread_name("redis-lock-client")
             .enable_all()
             .build()
