@@ -3,11 +3,11 @@
 //!
 //! napi-rs's `Env::create_deferred` makes (and afterwards closes) a
 //! threadsafe function for every promise: a libuv async handle opened and
-//! closed, two env cleanup hooks added and removed, per call. A lock +
-//! release pays that twice; measured 2026-11-28, it was most of what a Node
-//! lock+release cost beyond the Rust client's. Here each call only makes
-//! its promise and queues its settlement on the env's one threadsafe
-//! function.
+//! closed, two env cleanup hooks added and removed, per call; a lock +
+//! release paid that twice. Here each call only makes its promise and
+//! queues its settlement on the env's one threadsafe function (measured
+//! 2026-11-28: client CPU per 64-concurrent lock + release at N = 1 down
+//! from 31-32 to 25 us).
 //!
 //! The threadsafe function is referenced (keeps the event loop alive) only
 //! while calls are pending, like any other I/O in flight. At the env's
