@@ -8,6 +8,7 @@ mod errors;
 mod lock;
 mod locker;
 mod runtime;
+mod settle;
 
 use napi::bindgen_prelude::Object;
 use napi::{Env, Result};

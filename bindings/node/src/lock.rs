@@ -62,10 +62,6 @@ fn guard(m: &Mutex<CoreLock>) -> MutexGuard<'_, CoreLock> {
 }
 
 impl Shared {
-    fn context(&self) -> String {
-        format!("lock {:?}", self.name)
-    }
-
     fn validity(&self) -> Duration {
         match &self.held {
             Held::Auto(a) => a.validity(),
@@ -299,10 +295,16 @@ impl NativeLock {
     }
 }
 
+/// The failure's message names the lock: quoted only on a failure (quoting
+/// on every call was a measurable part of a call's cost, 2026-11-28).
 fn settled(
-    context: String,
+    name: String,
 ) -> impl FnOnce(Env, std::result::Result<(), CoreError>) -> Result<Option<Failure>> {
-    move |_, outcome| Ok(outcome.err().map(|e| errors::failure(&context, e)))
+    move |_, outcome| {
+        Ok(outcome
+            .err()
+            .map(|e| errors::failure(&format!("lock {name:?}"), e)))
+    }
 }
 
 #[napi]
@@ -354,16 +356,16 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<Failure | null>")]
     pub fn extend<'env>(&self, env: &'env Env, ttl: Option<f64>) -> Result<Object<'env>> {
         let ttl = self.checked_ttl(ttl)?;
-        let context = self.shared.context();
-        promise(env, extend(self.shared.clone(), ttl), settled(context))
+        let name = self.shared.name.clone();
+        promise(env, extend(self.shared.clone(), ttl), settled(name))
     }
 
     /// Stop renewing and release on every server: resolves to null (also
     /// when released already), or to the Failure.
     #[napi(ts_return_type = "Promise<Failure | null>")]
     pub fn release<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        let context = self.shared.context();
-        promise(env, release(self.shared.clone()), settled(context))
+        let name = self.shared.name.clone();
+        promise(env, release(self.shared.clone()), settled(name))
     }
 
     /// Call `callback` once, when the lock is lost (never if it is

@@ -3,6 +3,7 @@
 //! first use. Every network wait runs here; JavaScript gets a promise that
 //! is settled on its own thread, so the event loop never blocks.
 
+use crate::settle::Settler;
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, Error, Result, Status};
 use std::future::Future;
@@ -26,7 +27,8 @@ pub fn runtime() -> Result<&'static Runtime> {
 
 /// A promise of `work`, run on the runtime; `to_js` makes its value on the
 /// JavaScript thread. Pending, it keeps the event loop alive, like any
-/// other I/O in flight.
+/// other I/O in flight. Settled through the env's one threadsafe
+/// function (`settle`), not one made per promise.
 pub fn promise<'env, T, V, F, R>(env: &'env Env, work: F, to_js: R) -> Result<Object<'env>>
 where
     T: Send + 'static,
@@ -35,10 +37,10 @@ where
     R: FnOnce(Env, T) -> Result<V> + Send + 'static,
 {
     let rt = runtime()?;
-    let (deferred, promise) = env.create_deferred()?;
+    let (settler, promise) = Settler::new(env)?;
     rt.spawn(async move {
         let out = work.await;
-        deferred.resolve(move |env| to_js(env, out));
+        settler.settle(out, to_js);
     });
     Ok(promise)
 }

@@ -1,6 +1,8 @@
 // A process (or worker) that ends holding locks releases those whose owner
 // is its own before it goes, also over a slow network; a lock taken with a
 // given owner is left to expire with its TTL (its owner may be shared).
+// Calls still in flight when a worker is terminated settle nowhere, and
+// the other threads' calls go on.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -8,6 +10,8 @@ import { Worker } from 'node:worker_threads';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { once } from 'node:events';
+import { Locker } from '../index.mjs';
 import { Server, killAll } from '../testing/servers.mjs';
 import { delayProxy } from '../testing/delay-proxy.mjs';
 
@@ -48,4 +52,28 @@ test('a lock with a given owner is left to its TTL', async () => {
   const name = 'lock:left:shared';
   await run(process.execPath, [script, server.url, name, 'shared']);
   assert.equal(await server.holds(name), true);
+});
+
+// A worker's calls finish on the runtime after its env is gone: their
+// settlements must be dropped (the promises went with the env), not queued
+// on the worker's freed threadsafe function, and the main thread's calls
+// must still settle.
+test('a worker terminated with calls in flight goes; the main thread keeps locking', async () => {
+  const pkg = fileURLToPath(new URL('../index.js', import.meta.url));
+  const worker = new Worker(
+    `const { parentPort, workerData } = require('node:worker_threads');
+     const { Locker } = require(workerData.pkg);
+     const locker = new Locker([workerData.url], { nodeTimeout: 3_000 });
+     for (let i = 0; i < 8; i++) locker.lock('lock:inflight:' + i, { autoRenew: false }).catch(() => {});
+     parentPort.postMessage('calling');`,
+    { eval: true, workerData: { pkg, url: slow.url } },
+  );
+  await once(worker, 'message');
+  await worker.terminate();
+  const locker = new Locker([server.url]);
+  for (let i = 0; i < 3; i++) {
+    const lock = await locker.lock('lock:after-terminate', { autoRenew: false });
+    await lock.release();
+  }
+  assert.equal(await server.holds('lock:after-terminate'), false);
 });
