@@ -2,8 +2,9 @@
 # The client's figures at two commits, measured in one run: builds
 # redis-lock-profile at OLD and at NEW (a git worktree each, one target dir
 # of their own: the two clients' crates differ by path, so both builds keep
-# their artifacts, and shared dependencies compile once), then runs every configuration old, new, old, new ... ROUNDS times
-# against the same module .so, so only the client differs. On a shared,
+# their artifacts, and shared dependencies compile once), then runs every
+# configuration old, new, old, new ... ROUNDS times against the same
+# module .so, so only the client differs. On a shared,
 # loaded machine the absolute numbers drift from minute to minute; runs
 # interleaved this way drift together, and new/old stays fair.
 #
