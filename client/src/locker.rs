@@ -953,7 +953,7 @@ impl Locker {
                     Err(e) if Instant::now() >= deadline => return Err(e),
                     // A wait is for a busy lock, not an outage (`reachable.rs`).
                     Err(e) => {
-                        self.outage(e).await?;
+                        self.outage(e, end).await?;
                     }
                 }
             } else {
@@ -1009,7 +1009,7 @@ impl Locker {
             }
             // A wait is for a busy lock, not an outage (`reachable.rs`).
             let err = if rounds == 1 && !fell_back && !wait.is_zero() {
-                self.outage(err).await?
+                self.outage(err, end).await?
             } else {
                 err
             };

@@ -12,6 +12,7 @@ use crate::locker::Locker;
 use crate::node::Failure;
 use crate::quorum::{self, Answer};
 use redis::Value;
+use std::time::{Duration, Instant};
 
 /// Any reply, an error reply too, is a server that can be reached; only a
 /// request that got none (refused, timed out, a broken connection) or a
@@ -42,13 +43,25 @@ impl Locker {
     /// servers restarted since the Locker last used them (or closing idle
     /// connections, `timeout`) made the first wait after it say `NoQuorum`
     /// with every server up (2026-11-28); so did a majority in the restart
-    /// guard (`TRYAGAIN` to the try, an answer to the probe).
-    pub(crate) async fn outage(&self, err: Error) -> Result<Error, Error> {
+    /// guard (`TRYAGAIN` to the try, an answer to the probe). The probe
+    /// ends by `end` (the call's deadline plus one node timeout): a
+    /// REENTRANT wait whose first round timed out on a stopped majority
+    /// probed for another node timeout and returned 2.3 s after a 0.3 s
+    /// wait began (2026-11-28); with no time left the round's failures are
+    /// the answer.
+    pub(crate) async fn outage(&self, err: Error, end: Option<Instant>) -> Result<Error, Error> {
         let needed = match &err {
             Error::NoQuorum { needed, .. } if self.majority_failed(&err) => *needed,
             _ => return Ok(err),
         };
-        self.reachable_for(needed).await?;
+        let mut timeout = self.inner.config.node_timeout;
+        if let Some(end) = end {
+            timeout = timeout.min(end.saturating_duration_since(Instant::now()));
+        }
+        if timeout.is_zero() {
+            return Err(err);
+        }
+        self.reachable_for(needed, timeout).await?;
         Ok(err)
     }
 
@@ -61,13 +74,13 @@ impl Locker {
     /// its end in the background, as a decided round's are.
     pub(crate) async fn majority_reachable(&self) -> Result<(), Error> {
         let needed = quorum::majority(self.inner.nodes.len());
-        self.reachable_for(needed).await
+        self.reachable_for(needed, self.inner.config.node_timeout)
+            .await
     }
 
     /// `majority_reachable` for an acquisition that needs `needed` grants
     /// (a limited shared hold may need every server).
-    async fn reachable_for(&self, needed: usize) -> Result<(), Error> {
-        let timeout = self.inner.config.node_timeout;
+    async fn reachable_for(&self, needed: usize, timeout: Duration) -> Result<(), Error> {
         let all: Vec<usize> = (0..self.inner.nodes.len()).collect();
         let probe = redis::cmd("LOCK.SERVERID");
         // Sent again on a new connection where the cached one is found
