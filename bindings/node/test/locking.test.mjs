@@ -15,6 +15,16 @@ after(killAll);
 
 const urls = (servers) => servers.map((s) => s.url);
 const held = async (servers, name) => Promise.all(servers.map((s) => s.holds(name)));
+// A lock is held once a majority granted it; the last server's grant may
+// still be on its way when the call returns, and a release of a grant that
+// lands late follows it. So: a majority inside, every server free soon after.
+const heldOn = async (servers, name) => (await held(servers, name)).filter(Boolean).length;
+const freeSoon = async (servers, name) => {
+  for (let i = 0; i < 100 && (await heldOn(servers, name)) > 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return held(servers, name);
+};
 
 for (const n of [1, 3]) {
   test(`acquire and release on ${n} server(s)`, async () => {
@@ -81,18 +91,18 @@ test('using releases when the function settles, also on throw', async () => {
   const locker = new Locker(urls(three));
   const value = await locker.using('lock:using', { wait: 1_000 }, async (signal, lock) => {
     assert.equal(signal.aborted, false);
-    assert.deepEqual(await held(three, 'lock:using'), [true, true, true]);
+    assert.ok((await heldOn(three, 'lock:using')) >= 2, 'held on a majority inside');
     return lock.token;
   });
   assert.equal(typeof value, 'bigint');
-  assert.deepEqual(await held(three, 'lock:using'), [false, false, false]);
+  assert.deepEqual(await freeSoon(three, 'lock:using'), [false, false, false]);
   await assert.rejects(
     locker.using('lock:using', async () => {
       throw new Error('the work failed');
     }),
     /the work failed/,
   );
-  assert.deepEqual(await held(three, 'lock:using'), [false, false, false]);
+  assert.deepEqual(await freeSoon(three, 'lock:using'), [false, false, false]);
 });
 
 test('a plain lock extends to a new TTL, and is lost once it runs out', async () => {
