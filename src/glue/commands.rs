@@ -591,14 +591,13 @@ fn status(ctx: Ctx, argv: &[RawString]) {
         Slot::WrongType => ctx.error(WRONGTYPE),
         Slot::Lock(held) if !held.is_expired(now) => {
             ctx.reply_map(5);
-            ctx.reply_bytes(b"owner");
-            ctx.reply_bytes(&held.owner);
-            ctx.reply_bytes(b"token");
-            ctx.reply_int(held.token as i64);
-            ctx.reply_bytes(b"ttl");
-            ctx.reply_int(held.remaining(now) as i64);
-            ctx.reply_bytes(b"holds");
-            ctx.reply_int(i64::from(held.holds));
+            reply_hold(
+                ctx,
+                &held.owner,
+                held.token,
+                held.remaining(now),
+                held.holds,
+            );
             ctx.reply_bytes(b"waiters");
             ctx.reply_int(blocking::waiting(ctx, argv[1]) as i64);
         }
@@ -612,14 +611,13 @@ fn status(ctx: Ctx, argv: &[RawString]) {
             ctx.reply_array(held.live(now));
             for hold in held.holders.iter().filter(|h| !h.is_expired(now)) {
                 ctx.reply_map(4);
-                ctx.reply_bytes(b"owner");
-                ctx.reply_bytes(&hold.owner);
-                ctx.reply_bytes(b"token");
-                ctx.reply_int(hold.token as i64);
-                ctx.reply_bytes(b"ttl");
-                ctx.reply_int(hold.remaining(now) as i64);
-                ctx.reply_bytes(b"holds");
-                ctx.reply_int(i64::from(hold.holds));
+                reply_hold(
+                    ctx,
+                    &hold.owner,
+                    hold.token,
+                    hold.remaining(now),
+                    hold.holds,
+                );
             }
             ctx.reply_bytes(b"waiters");
             ctx.reply_int(blocking::waiting(ctx, argv[1]) as i64);
@@ -632,6 +630,19 @@ fn status(ctx: Ctx, argv: &[RawString]) {
 /// A quorum client asks each node once per connection, so that two URLs
 /// reaching one server (a LAN address next to 127.0.0.1, a unix socket, a
 /// proxy) cannot both vote.
+/// The four fields one hold shows in `LOCK.STATUS`, the same for the
+/// exclusive holder and for each shared holder.
+fn reply_hold(ctx: Ctx, owner: &[u8], token: u64, ttl: Millis, holds: u32) {
+    ctx.reply_bytes(b"owner");
+    ctx.reply_bytes(owner);
+    ctx.reply_bytes(b"token");
+    ctx.reply_int(token as i64);
+    ctx.reply_bytes(b"ttl");
+    ctx.reply_int(ttl as i64);
+    ctx.reply_bytes(b"holds");
+    ctx.reply_int(i64::from(holds));
+}
+
 fn server_id(ctx: Ctx, argv: &[RawString]) {
     static RUN_ID: once_cell::sync::OnceCell<Vec<u8>> = once_cell::sync::OnceCell::new();
     if argv.len() != 1 {
