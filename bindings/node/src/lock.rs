@@ -199,9 +199,19 @@ async fn loss(shared: Weak<Shared>) -> bool {
 /// The locks each JavaScript thread (the main one, each worker) took, for
 /// its env's teardown: Node finalizes objects only after the env's cleanup
 /// hooks ran, too late to wait for their releases.
-static TAKEN: Mutex<Option<HashMap<ThreadId, Vec<Weak<Shared>>>>> = Mutex::new(None);
+static TAKEN: Mutex<Option<HashMap<ThreadId, Taken>>> = Mutex::new(None);
 
-fn taken() -> MutexGuard<'static, Option<HashMap<ThreadId, Vec<Weak<Shared>>>>> {
+/// One thread's locks, pruned of those released or collected whenever the
+/// list doubled since the last pruning: amortized constant time per lock
+/// (pruning on every lock scanned every Lock object not yet collected, a
+/// cost per call growing with the garbage between two GCs).
+#[derive(Default)]
+struct Taken {
+    locks: Vec<Weak<Shared>>,
+    prune_at: usize,
+}
+
+fn taken() -> MutexGuard<'static, Option<HashMap<ThreadId, Taken>>> {
     TAKEN.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -209,8 +219,14 @@ fn taken() -> MutexGuard<'static, Option<HashMap<ThreadId, Vec<Weak<Shared>>>>> 
 fn register(by: ThreadId, shared: &Arc<Shared>) {
     let mut all = taken();
     let mine = all.get_or_insert_with(HashMap::new).entry(by).or_default();
-    mine.retain(|l| l.strong_count() > 0);
-    mine.push(Arc::downgrade(shared));
+    if mine.locks.len() >= mine.prune_at {
+        mine.locks.retain(|l| {
+            l.upgrade()
+                .is_some_and(|s| !s.released.load(Ordering::SeqCst))
+        });
+        mine.prune_at = (2 * mine.locks.len()).max(64);
+    }
+    mine.locks.push(Arc::downgrade(shared));
 }
 
 /// At the teardown of this thread's env: release, in the background and
@@ -224,7 +240,7 @@ pub fn release_left_behind(rt: &tokio::runtime::Runtime) {
         .as_mut()
         .and_then(|all| all.remove(&std::thread::current().id()))
         .unwrap_or_default();
-    for shared in mine.iter().filter_map(Weak::upgrade) {
+    for shared in mine.locks.iter().filter_map(Weak::upgrade) {
         if !shared.released.load(Ordering::SeqCst) && shared.owner_private {
             rt.spawn(redis_lock_client::counted(release(shared)));
         }
@@ -298,12 +314,12 @@ impl NativeLock {
 /// The failure's message names the lock: quoted only on a failure (quoting
 /// on every call was a measurable part of a call's cost, 2026-11-28).
 fn settled(
-    name: String,
+    shared: Arc<Shared>,
 ) -> impl FnOnce(Env, std::result::Result<(), CoreError>) -> Result<Option<Failure>> {
     move |_, outcome| {
         Ok(outcome
             .err()
-            .map(|e| errors::failure(&format!("lock {name:?}"), e)))
+            .map(|e| errors::failure(&format!("lock {:?}", shared.name), e)))
     }
 }
 
@@ -356,16 +372,16 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<Failure | null>")]
     pub fn extend<'env>(&self, env: &'env Env, ttl: Option<f64>) -> Result<Object<'env>> {
         let ttl = self.checked_ttl(ttl)?;
-        let name = self.shared.name.clone();
-        promise(env, extend(self.shared.clone(), ttl), settled(name))
+        let shared = self.shared.clone();
+        promise(env, extend(shared.clone(), ttl), settled(shared))
     }
 
     /// Stop renewing and release on every server: resolves to null (also
     /// when released already), or to the Failure.
     #[napi(ts_return_type = "Promise<Failure | null>")]
     pub fn release<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        let name = self.shared.name.clone();
-        promise(env, release(self.shared.clone()), settled(name))
+        let shared = self.shared.clone();
+        promise(env, release(shared.clone()), settled(shared))
     }
 
     /// Call `callback` once, when the lock is lost (never if it is
