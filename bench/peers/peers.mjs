@@ -5,6 +5,9 @@
 // usage: node peers.mjs quorum URLS ITERATIONS SECONDS     one round, uncontended
 //        node peers.mjs contention URLS CLIENTS SECONDS    CLIENTS tasks, one hot key
 // Prints one JSON object per client. "role" is "ours" for the package.
+// env: BENCH_NODE_PACKAGE  the package's index.mjs (default: the built
+//                          bindings/node), to measure two builds side by side
+//      BENCH_NODE_ROWS=ours  the package's rows only, no peers
 import Redis from "ioredis";
 import Redlock from "redlock";
 import Redlock4 from "redlock4";
@@ -28,7 +31,8 @@ const PACKAGE = "redis-lock-client 0.1.0 (Node)";
 
 let pkg = null;
 try {
-  pkg = await import("../../bindings/node/index.mjs");
+  const at = process.env.BENCH_NODE_PACKAGE;
+  pkg = await import(at ? new URL(`file://${at}`).href : "../../bindings/node/index.mjs");
 } catch (e) {
   console.error(`redis-lock-client (Node) not built (make node): its rows are skipped (${e.message})`);
 }
@@ -45,6 +49,9 @@ async function quorumRow(client, role, cycle) {
   const row = { client, role, lang: "node", p50_us: pct(lat, 50), p99_us: pct(lat, 99) };
   for (const tasks of [1, 16, 64]) {
     let done = 0;
+    // The process's CPU per cycle (all its threads): steadier than
+    // cycles/s on a loaded machine.
+    const cpu = process.cpuUsage();
     const deadline = Date.now() + secs * 1000;
     await Promise.all(
       Array.from({ length: tasks }, async (_, k) => {
@@ -55,11 +62,23 @@ async function quorumRow(client, role, cycle) {
       }),
     );
     row[`tput${tasks}`] = done / secs;
+    const used = process.cpuUsage(cpu);
+    row[`cpu_us${tasks}`] = (used.user + used.system) / Math.max(done, 1);
   }
   console.log(JSON.stringify(row));
 }
 
+const peersToo = process.env.BENCH_NODE_ROWS !== "ours";
+
 async function quorum() {
+  if (peersToo) await quorumPeers();
+  if (pkg) {
+    const locker = new pkg.Locker(urls, { ttl: TTL });
+    await quorumRow(PACKAGE, "ours", async (key) => (await locker.lock(`${key}:ours`, { autoRenew: false })).release());
+  }
+}
+
+async function quorumPeers() {
   const redlock = new Redlock(clients, { retryCount: 0 });
   await quorumRow(REDLOCK5, "peer", async (key) => (await redlock.acquire([key], TTL)).release());
   const redlock4 = new Redlock4(clients, { retryCount: 0 });
@@ -69,10 +88,6 @@ async function quorum() {
     await mutex.acquire();
     await mutex.release();
   });
-  if (pkg) {
-    const locker = new pkg.Locker(urls, { ttl: TTL });
-    await quorumRow(PACKAGE, "ours", async (key) => (await locker.lock(`${key}:ours`, { autoRenew: false })).release());
-  }
 }
 
 /** CLIENTS tasks looping on one key: `make()` gives each its
@@ -120,6 +135,20 @@ async function contentionRow(client, role, make) {
 }
 
 async function contention() {
+  if (peersToo) await contentionPeers();
+  if (pkg) {
+    const locker = new pkg.Locker(urls, { ttl: TTL });
+    await contentionRow(`${PACKAGE} lock(wait)`, "ours", () => {
+      let held;
+      return {
+        acquire: async () => { held = await locker.lock("nhot:ours", { wait: 30_000, autoRenew: false }); },
+        release: () => held.release(),
+      };
+    });
+  }
+}
+
+async function contentionPeers() {
   const redlock = new Redlock(clients, { retryCount: 1e9, retryDelay: 200, retryJitter: 200 });
   await contentionRow(`${REDLOCK5} (polling, 200+0-200 ms)`, "peer", () => {
     let held;
@@ -143,16 +172,6 @@ async function contention() {
     const mutex = new RedlockMutex(clients, "nhot:sem", { lockTimeout: TTL, acquireTimeout: 600_000 });
     return { acquire: () => mutex.acquire(), release: () => mutex.release() };
   });
-  if (pkg) {
-    const locker = new pkg.Locker(urls, { ttl: TTL });
-    await contentionRow(`${PACKAGE} lock(wait)`, "ours", () => {
-      let held;
-      return {
-        acquire: async () => { held = await locker.lock("nhot:ours", { wait: 30_000, autoRenew: false }); },
-        release: () => held.release(),
-      };
-    });
-  }
 }
 
 await (mode === "quorum" ? quorum() : contention());
