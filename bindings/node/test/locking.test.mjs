@@ -75,6 +75,32 @@ test('wait is honoured: a waiter gets the lock when it comes free within wait', 
   await got.release();
 });
 
+test('64 calls at once each get their own outcome (settled together, in batches)', async () => {
+  const locker = new Locker(urls(three), { ttl: 10_000 });
+  const other = new Locker(urls(three), { ttl: 10_000 });
+  // Every even name is held by another Locker: those calls are refused.
+  const taken = await Promise.all(
+    Array.from({ length: 32 }, (_, i) => other.lock(`lock:batch:${2 * i}`, { autoRenew: false })),
+  );
+  const outcomes = await Promise.allSettled(
+    Array.from({ length: 64 }, (_, i) => locker.lock(`lock:batch:${i}`, { autoRenew: false })),
+  );
+  outcomes.forEach((o, i) => {
+    if (i % 2 === 0) {
+      assert.equal(o.status, 'rejected', `lock:batch:${i}`);
+      assert.ok(o.reason instanceof TakenError);
+      assert.match(o.reason.message, new RegExp(`"lock:batch:${i}"`));
+    } else {
+      assert.equal(o.status, 'fulfilled', `lock:batch:${i}`);
+      assert.equal(o.value.name, `lock:batch:${i}`);
+    }
+  });
+  const mine = outcomes.filter((o) => o.status === 'fulfilled').map((o) => o.value);
+  await Promise.all([...mine, ...taken].map((l) => l.release()));
+  assert.ok(mine.every((l) => l.released));
+  assert.deepEqual(await freeSoon(three, 'lock:batch:1'), [false, false, false]);
+});
+
 test('tokens increase across holders and Lockers', async () => {
   const a = new Locker(urls(three));
   const b = new Locker(urls(three));
