@@ -10,8 +10,8 @@
 //! from 31-32 to 25 us).
 //!
 //! Settlements are queued here, not in the threadsafe function: the first
-//! one queued while none is waiting calls it, and its one run on the
-//! env's thread settles every one queued by then. Under concurrent calls
+//! one queued while no call of it is pending calls it, and that call's one
+//! run on the env's thread settles every one queued by then, in order. Under concurrent calls
 //! many completions share one wakeup of the event loop (one eventfd
 //! write, one callback scope, one microtask checkpoint) instead of paying
 //! one each.
@@ -181,8 +181,9 @@ unsafe extern "C" fn settle_on_js_thread(
     if env.is_null() || context.is_null() {
         return;
     }
-    // `context` is the Queue the env's PerEnv keeps (set at creation, freed
-    // after the threadsafe function).
+    // `context` is the Box<Queue> made in `per_env`, freed by the threadsafe
+    // function's finalizer (`free_context`), after which Node calls this
+    // only with a null env, returned from above.
     let queue = unsafe { &*context.cast::<Queue>() };
     let batch = {
         let mut waiting = lock(queue);
