@@ -271,7 +271,7 @@ fn splice(results: &str, section: &str) -> String {
         let rest = &results[at + HEADING.len()..];
         let end = rest
             .find("\n## ")
-            .map_or(results.len(), |e| at + HEADING.len() + e + 1);
+            .map_or(results.len(), |e| at + HEADING.len() + e);
         return format!("{}{section}{}", &results[..at], &results[end..]);
     }
     match results.find("\n## Summary") {
