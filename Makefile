@@ -229,7 +229,8 @@ profile: build
 	for n in 1 3 5; do REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-profile ours-hot $$n 16 2; done
 	for n in 1 3 5; do REDIS_LOCK_MODULE=$(MODULE) bench/target/release/redis-lock-allocs $$n 2000; done
 
-# Long chaos run (default 5 minutes): 5 servers, nemeses, the checker's table.
+# Long chaos run (default 5 minutes): 5 servers, nemeses, the checker's table;
+# writers, readers (shared) and semaphore workers (LIMIT 2) by default.
 CHAOS_SECONDS ?= 300
 CHAOS_WORKERS ?= 6
 chaos: build

@@ -30,11 +30,27 @@ fn metric(report: &str, name: &str) -> u64 {
         .unwrap()
 }
 
+/// Writers, readers of the same name and semaphore workers under LIMIT 2,
+/// side by side: neither invariant broken, fencing holding.
 #[test]
 fn safe_run_under_all_nemeses_has_no_violation() {
-    let (code, report) = chaos(&["--seconds", "40", "--workers", "4"]);
+    let (code, report) = chaos(&[
+        "--seconds",
+        "40",
+        "--workers",
+        "4",
+        "--readers",
+        "2",
+        "--limited",
+        "3",
+        "--limit",
+        "2",
+    ]);
     assert_eq!(code, Some(0), "{report}");
     assert!(metric(&report, "acquisitions") >= 50, "{report}");
+    assert!(metric(&report, "exclusive (writers)") > 0, "{report}");
+    assert!(metric(&report, "shared (readers") > 0, "{report}");
+    assert!(metric(&report, "limited (semaphore") > 0, "{report}");
     assert_eq!(metric(&report, "VIOLATIONS"), 0);
     assert!(
         report.contains("CrashRestart") && report.contains("ClockJump"),

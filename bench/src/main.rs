@@ -6,13 +6,18 @@
 //! runs, two quorum rounds); the full run takes about 15 minutes.
 
 mod growth;
+mod limit_run;
 mod memory;
 mod peers;
 mod quorum;
 mod quorum_contention;
 mod quorum_ratios;
 mod quorum_rounds;
+mod redisson_rwlock;
+mod rw_contention;
 mod server_side;
+mod shared_cost;
+mod shared_locks;
 mod svg;
 
 use peers::Kind;
@@ -100,6 +105,9 @@ async fn main() {
             waiting_clients: 3_000,
         }
     };
+    if std::env::var("BENCH_SECTIONS").is_ok_and(|v| v == "shared") {
+        return shared_locks::only(quick).await;
+    }
     let out_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut md = String::new();
     let mut summary = String::new();
@@ -385,6 +393,11 @@ async fn main() {
         lock.back_after
             .map_or("not in 120 s".to_string(), |d| format!("{:.0} s", d.as_secs_f64()))
     );
+
+    // 7. shared locks and semaphores, beside section 1's ratios above
+    let shared = shared_locks::run(&server, quick, &summary).await;
+    md += &shared.md;
+    summary += &shared.summary;
 
     writeln!(md, "\n## Summary\n").unwrap();
     for line in summary.lines() {

@@ -113,7 +113,7 @@ pub fn benchmark(
         .unwrap_or(0.0)
 }
 
-fn usec_per_call(c: &mut redis::Connection, stat: &str) -> f64 {
+pub fn usec_per_call(c: &mut redis::Connection, stat: &str) -> f64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
     info.lines()
         .find(|l| l.starts_with(&format!("cmdstat_{stat}:")))

@@ -1,10 +1,21 @@
 //! The chaos checker's analysis. Pure: worker log lines in, a report out.
 //!
 //! Each successful acquisition is logged by its worker as one line:
-//! `ACQ owner token requested_ns acquired_ns valid_until_ns released_ns first_write last_write`
-//! where a write is `at_ns:accepted|rejected|skipped`, times on the
-//! machine-wide monotonic clock. Failed attempts are `ERR kind`.
+//! `ACQ owner token requested_ns acquired_ns valid_until_ns released_ns first_op last_op hold name`
+//! where an op on the fenced resource is `at_ns:accepted|rejected|skipped`
+//! (a write for an exclusive holder, a read for a shared one, none for a
+//! limited one), `hold` is `x` (exclusive), `s` (shared) or `l<n>` (shared
+//! under `LIMIT n`), times on the machine-wide monotonic clock. Failed
+//! attempts are `ERR kind`. A line without `hold name` (the format before
+//! shared holds) is an exclusive hold of `chaos`.
+//!
+//! Invariants, per lock name, over the windows of holders that held:
+//! never an exclusive holder beside any other holder; never more than `n`
+//! holders of a name taken under `LIMIT n`; tokens increasing; and no stale
+//! write (or read) accepted by the fenced resource once a newer conflicting
+//! holder was granted.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +31,36 @@ pub struct Write {
     pub result: WriteResult,
 }
 
+/// The kind of hold a worker took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    Exclusive,
+    /// Shared without a limit: a reader of a read-write lock.
+    Shared,
+    /// Shared under `LIMIT n`: a semaphore's permit.
+    Limited(u32),
+}
+
+impl Hold {
+    /// The hold's word in a log line (and the worker's `--hold`).
+    pub fn word(self) -> String {
+        match self {
+            Hold::Exclusive => "x".into(),
+            Hold::Shared => "s".into(),
+            Hold::Limited(n) => format!("l{n}"),
+        }
+    }
+
+    /// The hold a log word names.
+    pub fn parse(word: &str) -> Option<Hold> {
+        match word {
+            "x" => Some(Hold::Exclusive),
+            "s" => Some(Hold::Shared),
+            _ => word.strip_prefix('l')?.parse().ok().map(Hold::Limited),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub owner: String,
@@ -31,7 +72,11 @@ pub struct Record {
     pub acquired: u64,
     pub valid_until: u64,
     pub released: u64,
+    /// The two operations on the fenced resource: writes of an exclusive
+    /// holder, reads of a shared one, skipped for a limited one.
     pub writes: [Write; 2],
+    pub hold: Hold,
+    pub name: String,
 }
 
 impl Record {
@@ -39,6 +84,11 @@ impl Record {
     /// release, whichever is first.
     pub fn end(&self) -> u64 {
         self.valid_until.min(self.released)
+    }
+
+    /// A worker that saw its lock with no validity left never held it.
+    fn held(&self) -> bool {
+        self.end() > self.acquired
     }
 
     pub fn to_line(&self) -> String {
@@ -54,7 +104,7 @@ impl Record {
             )
         };
         format!(
-            "ACQ {} {} {} {} {} {} {} {}",
+            "ACQ {} {} {} {} {} {} {} {} {} {}",
             self.owner,
             self.token,
             self.requested,
@@ -62,14 +112,20 @@ impl Record {
             self.valid_until,
             self.released,
             w(&self.writes[0]),
-            w(&self.writes[1])
+            w(&self.writes[1]),
+            self.hold.word(),
+            self.name
         )
     }
 
     pub fn parse(line: &str) -> Option<Record> {
         let f: Vec<&str> = line.split_whitespace().collect();
-        let [tag, owner, token, requested, acquired, valid_until, released, w1, w2] = f.as_slice()
-        else {
+        let (fields, hold, name) = match f.as_slice() {
+            [fields @ .., hold, name] if fields.len() == 9 => (fields, Hold::parse(hold)?, *name),
+            fields if fields.len() == 9 => (fields, Hold::Exclusive, "chaos"),
+            _ => return None,
+        };
+        let [tag, owner, token, requested, acquired, valid_until, released, w1, w2] = fields else {
             return None;
         };
         if *tag != "ACQ" {
@@ -96,6 +152,8 @@ impl Record {
             valid_until: valid_until.parse().ok()?,
             released: released.parse().ok()?,
             writes: [write(w1)?, write(w2)?],
+            hold,
+            name: name.to_string(),
         })
     }
 }
@@ -103,14 +161,29 @@ impl Record {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
     pub acquisitions: usize,
-    /// Two holders whose windows overlap (mutual exclusion broken).
+    pub exclusive: usize,
+    pub shared: usize,
+    pub limited: usize,
+    /// An exclusive holder's window overlapping another holder's (mutual
+    /// exclusion broken), counted once per holder that began inside one.
     pub overlaps: usize,
+    /// A limited name held by more than its limit at once, counted once
+    /// per holder that began as one too many.
+    pub over_limit: usize,
+    /// Most holders of a limited name seen at once (at most its limit).
+    pub most_limited: usize,
+    /// Most shared holders of a read-write name seen at once.
+    pub most_shared: usize,
     /// A later holder got a token not above an earlier holder's.
     pub token_regressions: usize,
     /// Writes after the writer's window that fencing turned away.
     pub stale_rejected: usize,
     /// Writes after a newer holder was granted that the resource accepted.
     pub stale_accepted: usize,
+    /// Reads after the reader's window that fencing turned away.
+    pub stale_reads_rejected: usize,
+    /// Reads after a newer writer was granted that the resource accepted.
+    pub stale_reads_accepted: usize,
     pub no_quorum: usize,
     pub taken: usize,
     pub other_errors: usize,
@@ -118,7 +191,11 @@ pub struct Report {
 
 impl Report {
     pub fn violations(&self) -> usize {
-        self.overlaps + self.token_regressions + self.stale_accepted
+        self.overlaps
+            + self.over_limit
+            + self.token_regressions
+            + self.stale_accepted
+            + self.stale_reads_accepted
     }
 }
 
@@ -126,31 +203,51 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rows = [
             ("acquisitions", self.acquisitions),
-            ("strict violations (overlapping holders)", self.overlaps),
+            ("  exclusive (writers)", self.exclusive),
+            ("  shared (readers, same name)", self.shared),
+            ("  limited (semaphore permits)", self.limited),
+            (
+                "strict violations (exclusive beside another)",
+                self.overlaps,
+            ),
+            (
+                "limit violations (more holders than the limit)",
+                self.over_limit,
+            ),
+            (
+                "most permits of the limited name held at once",
+                self.most_limited,
+            ),
+            ("most readers holding at once", self.most_shared),
             ("fencing-token regressions", self.token_regressions),
             (
                 "stale writes accepted by the fenced resource",
                 self.stale_accepted,
             ),
             ("stale writes rejected by fencing", self.stale_rejected),
+            (
+                "stale reads accepted by the fenced resource",
+                self.stale_reads_accepted,
+            ),
+            ("stale reads rejected by fencing", self.stale_reads_rejected),
             ("no-quorum errors", self.no_quorum),
             ("lock taken (contention)", self.taken),
             ("other errors", self.other_errors),
         ];
         for (name, n) in rows {
-            writeln!(f, "| {name:<46} | {n:>8} |")?;
+            writeln!(f, "| {name:<48} | {n:>8} |")?;
         }
-        write!(f, "| {:<46} | {:>8} |", "VIOLATIONS", self.violations())
+        write!(f, "| {:<48} | {:>8} |", "VIOLATIONS", self.violations())
     }
 }
 
 /// Analyse every worker's log lines together.
 pub fn analyse<'a>(lines: impl IntoIterator<Item = &'a str>) -> Report {
     let mut report = Report::default();
-    let mut records = Vec::new();
+    let mut by_name: BTreeMap<String, Vec<Record>> = BTreeMap::new();
     for line in lines {
         if let Some(r) = Record::parse(line) {
-            records.push(r);
+            by_name.entry(r.name.clone()).or_default().push(r);
         } else if let Some(kind) = line.strip_prefix("ERR ") {
             match kind.split_whitespace().next() {
                 Some("no-quorum") => report.no_quorum += 1,
@@ -159,61 +256,129 @@ pub fn analyse<'a>(lines: impl IntoIterator<Item = &'a str>) -> Report {
             }
         }
     }
-    records.sort_by_key(|r| r.acquired);
-    report.acquisitions = records.len();
-
-    // Overlaps: sweep by grant time, remembering the latest window end seen.
-    let mut latest: Option<&Record> = None;
-    for r in &records {
-        if let Some(prev) = latest {
-            if r.acquired < prev.end() && r.owner != prev.owner {
-                report.overlaps += 1;
+    for records in by_name.values_mut() {
+        records.sort_by_key(|r| r.acquired);
+        report.acquisitions += records.len();
+        for r in records.iter() {
+            match r.hold {
+                Hold::Exclusive => report.exclusive += 1,
+                Hold::Shared => report.shared += 1,
+                Hold::Limited(_) => report.limited += 1,
             }
         }
-        if latest.is_none_or(|p| r.end() > p.end()) {
-            latest = Some(r);
+        holders(records, &mut report);
+        tokens(records, &mut report);
+        stale(records, &mut report);
+    }
+    report
+}
+
+/// Who held at once: a sweep by grant time over the windows still open.
+/// Only holders that had a window take part (see `tokens`).
+fn holders(records: &[Record], report: &mut Report) {
+    let mut open: Vec<&Record> = Vec::new();
+    for r in records.iter().filter(|r| r.held()) {
+        open.retain(|o| o.end() > r.acquired);
+        let exclusive = |o: &Record| o.hold == Hold::Exclusive;
+        if open
+            .iter()
+            .any(|o| o.owner != r.owner && (exclusive(o) || exclusive(r)))
+        {
+            report.overlaps += 1;
+        }
+        open.push(r);
+        let count = |same: fn(Hold) -> bool| open.iter().filter(|o| same(o.hold)).count();
+        match r.hold {
+            Hold::Limited(n) => {
+                let permits = count(|h| matches!(h, Hold::Limited(_)));
+                report.most_limited = report.most_limited.max(permits);
+                if permits > n as usize {
+                    report.over_limit += 1;
+                }
+            }
+            Hold::Shared => {
+                let readers = count(|h| h == Hold::Shared);
+                report.most_shared = report.most_shared.max(readers);
+            }
+            Hold::Exclusive => {}
         }
     }
+}
 
-    // Token order: a holder's token must exceed every token of a holder
-    // whose window ended before this one's began. Only holders that had a
-    // window take part: one whose worker saw its lock with no validity left
-    // (paused after the grant, or its wait used the validity up) never held
-    // it, and its grants may predate a holder that came and went meanwhile
-    // (a 300 s run counted one such lock as a regression).
-    // For two real windows the order is certain: the later holder's grant
-    // on a node both majorities share came after the earlier one's.
-    let held: Vec<&Record> = records.iter().filter(|r| r.end() > r.acquired).collect();
-    let mut by_end = held.clone();
-    by_end.sort_by_key(|r| r.end());
-    let (mut next_end, mut max_ended) = (0, 0);
-    for r in held {
-        while next_end < by_end.len() && by_end[next_end].end() <= r.acquired {
-            max_ended = max_ended.max(by_end[next_end].token);
-            next_end += 1;
+/// Token order: a holder's token must exceed every token of a holder
+/// whose window ended before this one's began. Only holders that had a
+/// window take part: one whose worker saw its lock with no validity left
+/// (paused after the grant, or its wait used the validity up) never held
+/// it, and its grants may predate a holder that came and went meanwhile
+/// (a 300 s run counted one such lock as a regression).
+/// For two real windows of which one is exclusive the order is certain:
+/// the later holder's grant on a node both quorums share came after the
+/// earlier one's (they cannot have held together), and a node's counter
+/// only grows. Two shared holders may hold together, so the later one's
+/// grant is only known to follow the earlier one's end when it was
+/// *requested* after that end: a permit granted first but seen late by
+/// its worker (715 ms into its round) logged a window beginning after a
+/// later-granted permit's end, which a 120 s run (2026-11-28) counted as
+/// a regression.
+fn tokens(records: &[Record], report: &mut Report) {
+    let held: Vec<&Record> = records.iter().filter(|r| r.held()).collect();
+    // (end, highest token of the windows ended by then), by end: of the
+    // exclusive windows and of the shared ones.
+    let ends = |exclusive: bool| {
+        let mut v: Vec<(u64, u64)> = held
+            .iter()
+            .filter(|r| (r.hold == Hold::Exclusive) == exclusive)
+            .map(|r| (r.end(), r.token))
+            .collect();
+        v.sort();
+        let mut top = 0;
+        for e in &mut v {
+            top = top.max(e.1);
+            e.1 = top;
         }
-        if r.token <= max_ended {
+        v
+    };
+    let (exclusive, shared) = (ends(true), ends(false));
+    let top_ended_by = |v: &[(u64, u64)], t: u64| match v.partition_point(|e| e.0 <= t) {
+        0 => 0,
+        n => v[n - 1].1,
+    };
+    for r in held {
+        let shared_since = if r.hold == Hold::Exclusive {
+            r.acquired
+        } else {
+            r.requested
+        };
+        let top = top_ended_by(&exclusive, r.acquired).max(top_ended_by(&shared, shared_since));
+        if r.token <= top {
             report.token_regressions += 1;
         }
     }
+}
 
-    // Late writes: after the writer's window, while a newer holder exists.
-    for r in &records {
+/// Late operations: after the holder's window, while a newer conflicting
+/// holder exists (any newer holder for a writer, a newer writer for a
+/// reader: readers do not conflict with each other).
+fn stale(records: &[Record], report: &mut Report) {
+    for r in records {
         for w in &r.writes {
             if w.result == WriteResult::Skipped || w.at <= r.end() {
                 continue;
             }
-            let newer_granted = records
-                .iter()
-                .any(|o| o.token > r.token && o.acquired < w.at);
-            match (w.result, newer_granted) {
-                (WriteResult::Rejected, _) => report.stale_rejected += 1,
-                (WriteResult::Accepted, true) => report.stale_accepted += 1,
+            let newer_granted = records.iter().any(|o| {
+                o.token > r.token
+                    && o.acquired < w.at
+                    && (r.hold == Hold::Exclusive || o.hold == Hold::Exclusive)
+            });
+            match (r.hold == Hold::Exclusive, w.result, newer_granted) {
+                (true, WriteResult::Rejected, _) => report.stale_rejected += 1,
+                (true, WriteResult::Accepted, true) => report.stale_accepted += 1,
+                (false, WriteResult::Rejected, _) => report.stale_reads_rejected += 1,
+                (false, WriteResult::Accepted, true) => report.stale_reads_accepted += 1,
                 _ => {}
             }
         }
     }
-    report
 }
 
 #[cfg(test)]
@@ -233,36 +398,59 @@ mod tests {
             valid_until,
             released,
             writes: [w.clone(), w],
+            hold: Hold::Exclusive,
+            name: "chaos".into(),
         }
+    }
+
+    fn with(hold: Hold, mut r: Record) -> Record {
+        r.hold = hold;
+        if let Hold::Limited(_) = hold {
+            r.name = "pool".into();
+            for w in &mut r.writes {
+                w.result = WriteResult::Skipped;
+            }
+        }
+        r
     }
 
     fn lines(rs: &[Record]) -> Vec<String> {
         rs.iter().map(Record::to_line).collect()
     }
 
+    fn report(rs: &[Record]) -> Report {
+        let l = lines(rs);
+        analyse(l.iter().map(String::as_str))
+    }
+
     #[test]
     fn lines_round_trip() {
         let r = rec("a", 5, 10, 20, 15);
-        assert_eq!(Record::parse(&r.to_line()), Some(r));
+        assert_eq!(Record::parse(&r.to_line()), Some(r.clone()));
+        for hold in [Hold::Shared, Hold::Limited(3)] {
+            let r = with(hold, r.clone());
+            assert_eq!(Record::parse(&r.to_line()), Some(r));
+        }
         assert_eq!(Record::parse("ERR taken"), None);
+        // A line of the format before shared holds: exclusive, on `chaos`.
+        let old = "ACQ a 5 9 10 20 15 11:accepted 11:accepted";
+        assert_eq!(Record::parse(old), Some(r));
     }
 
     #[test]
     fn back_to_back_holders_are_fine() {
-        let l = lines(&[
+        let report = report(&[
             rec("a", 1, 0, 100, 50),
             rec("b", 2, 50, 150, 120),
             rec("c", 3, 130, 300, 200),
         ]);
-        let report = analyse(l.iter().map(String::as_str));
         assert_eq!(report.acquisitions, 3);
         assert_eq!(report.violations(), 0, "{report}");
     }
 
     #[test]
     fn overlapping_windows_are_violations() {
-        let l = lines(&[rec("a", 1, 0, 100, 90), rec("b", 2, 50, 150, 120)]);
-        let report = analyse(l.iter().map(String::as_str));
+        let report = report(&[rec("a", 1, 0, 100, 90), rec("b", 2, 50, 150, 120)]);
         assert_eq!(report.overlaps, 1);
         assert!(report.violations() > 0);
     }
@@ -270,45 +458,152 @@ mod tests {
     #[test]
     fn a_window_ends_at_validity_even_if_released_later() {
         // a was paused past its validity (100) and released at 500.
-        let l = lines(&[rec("a", 1, 0, 100, 500), rec("b", 2, 200, 300, 250)]);
-        assert_eq!(analyse(l.iter().map(String::as_str)).overlaps, 0);
+        let report = report(&[rec("a", 1, 0, 100, 500), rec("b", 2, 200, 300, 250)]);
+        assert_eq!(report.overlaps, 0);
+    }
+
+    #[test]
+    fn readers_together_are_fine_and_a_writer_beside_a_reader_is_not() {
+        let r = |o, t, a, v, rel| with(Hold::Shared, rec(o, t, a, v, rel));
+        let readers = report(&[
+            r("a", 1, 0, 100, 90),
+            r("b", 2, 10, 150, 120),
+            r("c", 3, 20, 150, 130),
+        ]);
+        assert_eq!(readers.violations(), 0, "{readers}");
+        assert_eq!(readers.most_shared, 3);
+        // A writer granted while a reader holds, and a reader while a writer does.
+        let writer_in = report(&[r("a", 1, 0, 100, 90), rec("w", 2, 50, 150, 120)]);
+        assert_eq!(writer_in.overlaps, 1, "{writer_in}");
+        let reader_in = report(&[rec("w", 1, 0, 100, 90), r("a", 2, 50, 150, 120)]);
+        assert_eq!(reader_in.overlaps, 1, "{reader_in}");
+        // The same windows on two names do not meet.
+        let mut other = r("a", 2, 50, 150, 120);
+        other.name = "elsewhere".into();
+        assert_eq!(report(&[rec("w", 1, 0, 100, 90), other]).violations(), 0);
+    }
+
+    #[test]
+    fn more_holders_than_the_limit_is_a_violation() {
+        let l = |o, t, a, v, rel| with(Hold::Limited(2), rec(o, t, a, v, rel));
+        // Two at once, then a third after the first left: within the limit.
+        let fine = report(&[
+            l("a", 1, 0, 100, 90),
+            l("b", 2, 10, 150, 140),
+            l("c", 3, 95, 200, 190),
+        ]);
+        assert_eq!(fine.violations(), 0, "{fine}");
+        assert_eq!(fine.most_limited, 2);
+        // A third while both hold.
+        let over = report(&[
+            l("a", 1, 0, 100, 90),
+            l("b", 2, 10, 150, 140),
+            l("c", 3, 50, 200, 190),
+        ]);
+        assert_eq!((over.over_limit, over.most_limited), (1, 3), "{over}");
+        assert!(over.violations() > 0);
+        // A permit whose worker saw it with no validity left never held.
+        let late = report(&[
+            l("a", 1, 0, 100, 90),
+            l("b", 2, 10, 150, 140),
+            l("c", 3, 50, 50, 60),
+        ]);
+        assert_eq!(late.violations(), 0, "{late}");
     }
 
     #[test]
     fn token_regressions_are_violations() {
-        let l = lines(&[rec("a", 9, 0, 100, 50), rec("b", 3, 60, 150, 120)]);
-        assert_eq!(analyse(l.iter().map(String::as_str)).token_regressions, 1);
+        let report = report(&[rec("a", 9, 0, 100, 50), rec("b", 3, 60, 150, 120)]);
+        assert_eq!(report.token_regressions, 1);
+        let r = |o, t, a, v, rel| with(Hold::Shared, rec(o, t, a, v, rel));
+        let readers = super::analyse(
+            lines(&[r("a", 9, 0, 100, 50), r("b", 3, 60, 150, 120)])
+                .iter()
+                .map(String::as_str),
+        );
+        assert_eq!(readers.token_regressions, 1);
+    }
+
+    #[test]
+    fn two_shared_holders_are_ordered_from_the_later_ones_request() {
+        let l = |o, t, req, a, v, rel| {
+            let mut r = with(Hold::Limited(2), rec(o, t, a, v, rel));
+            r.requested = req;
+            r
+        };
+        // b was granted first (token 130) and held beside a (token 132),
+        // but its worker saw the grant only at 300, after a had left.
+        let seen_late = report(&[
+            l("a", 132, 100, 150, 250, 200),
+            l("b", 130, 50, 300, 1000, 900),
+        ]);
+        assert_eq!(seen_late.violations(), 0, "{seen_late}");
+        // Asked for after a had left, b's token must be above a's.
+        let asked_after = report(&[
+            l("a", 132, 100, 150, 250, 200),
+            l("b", 130, 210, 300, 1000, 900),
+        ]);
+        assert_eq!(asked_after.token_regressions, 1, "{asked_after}");
+        // Against an exclusive holder the window's start is enough.
+        let mut writer = rec("w", 132, 150, 250, 200);
+        writer.requested = 100;
+        let mut reader = with(Hold::Shared, rec("r", 130, 300, 1000, 900));
+        reader.requested = 50;
+        assert_eq!(report(&[writer, reader]).token_regressions, 1);
     }
 
     #[test]
     fn a_holder_that_saw_its_lock_with_no_validity_left_is_not_judged() {
         // b's worker was paused between b's grant (token 3, before a's) and
         // its log line at 200: no validity was left, so b never held.
-        let l = lines(&[rec("a", 9, 60, 150, 120), rec("b", 3, 200, 200, 200)]);
-        assert_eq!(analyse(l.iter().map(String::as_str)).token_regressions, 0);
+        let l = report(&[rec("a", 9, 60, 150, 120), rec("b", 3, 200, 200, 200)]);
+        assert_eq!(l.token_regressions, 0);
         // With validity left at 200, a lower token than a's is a regression.
-        let l = lines(&[rec("a", 9, 60, 150, 120), rec("b", 3, 200, 300, 250)]);
-        assert_eq!(analyse(l.iter().map(String::as_str)).token_regressions, 1);
+        let l = report(&[rec("a", 9, 60, 150, 120), rec("b", 3, 200, 300, 250)]);
+        assert_eq!(l.token_regressions, 1);
     }
 
     #[test]
     fn late_writes_are_split_by_the_fence() {
-        let mut a = rec("a", 1, 0, 100, 400);
-        a.writes[1] = Write {
-            at: 350,
-            result: WriteResult::Rejected,
+        let late = |result| {
+            let mut a = rec("a", 1, 0, 100, 400);
+            a.writes[1] = Write { at: 350, result };
+            a
         };
         let b = rec("b", 2, 200, 300, 250);
-        let l = lines(&[a, b]);
-        let report = analyse(l.iter().map(String::as_str));
-        assert_eq!((report.stale_rejected, report.stale_accepted), (1, 0));
-        let mut a = rec("a", 1, 0, 100, 400);
-        a.writes[1] = Write {
-            at: 350,
-            result: WriteResult::Accepted,
+        let r = report(&[late(WriteResult::Rejected), b.clone()]);
+        assert_eq!((r.stale_rejected, r.stale_accepted), (1, 0));
+        assert_eq!(
+            report(&[late(WriteResult::Accepted), b.clone()]).stale_accepted,
+            1
+        );
+        // A newer reader conflicts with a late writer too.
+        let reader = with(Hold::Shared, b);
+        assert_eq!(
+            report(&[late(WriteResult::Accepted), reader]).stale_accepted,
+            1
+        );
+    }
+
+    #[test]
+    fn late_reads_conflict_with_newer_writers_only() {
+        let late = |result| {
+            let mut a = with(Hold::Shared, rec("a", 1, 0, 100, 400));
+            a.writes[1] = Write { at: 350, result };
+            a
         };
-        let l = lines(&[a, rec("b", 2, 200, 300, 250)]);
-        assert_eq!(analyse(l.iter().map(String::as_str)).stale_accepted, 1);
+        let writer = rec("w", 2, 200, 300, 250);
+        let r = report(&[late(WriteResult::Accepted), writer.clone()]);
+        assert_eq!(r.stale_reads_accepted, 1, "{r}");
+        assert!(r.violations() > 0);
+        let r = report(&[late(WriteResult::Rejected), writer]);
+        assert_eq!((r.stale_reads_rejected, r.violations()), (1, 0), "{r}");
+        // A newer reader does not make a late read stale.
+        let reader = with(Hold::Shared, rec("b", 2, 200, 300, 250));
+        assert_eq!(
+            report(&[late(WriteResult::Accepted), reader]).violations(),
+            0
+        );
     }
 
     #[test]

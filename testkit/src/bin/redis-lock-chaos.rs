@@ -1,9 +1,12 @@
 //! redis-lock-chaos: mutual exclusion under faults, checked.
 //!
 //! Starts N servers with the module (each under the clock shim), a fenced
-//! resource that rejects tokens below the highest it accepted, and K worker
+//! resource that rejects tokens below the highest it accepted, and worker
 //! processes that loop acquire -> write -> hold -> write -> release with the
-//! quorum client, logging every window. Meanwhile nemeses pause clients past
+//! quorum client, logging every window: writers take `chaos` exclusively,
+//! readers take it shared (a read-write lock: a reader reads the resource
+//! instead of writing it), and limited workers take `chaos:pool` shared
+//! under `LIMIT n` (a semaphore). Meanwhile nemeses pause clients past
 //! their TTL, pause a minority of servers, crash-restart a minority without
 //! persistence, and jump one server's wall clock. At the end the logs are
 //! analysed (testkit::chaos) and the run exits 1 on any violation.
@@ -16,15 +19,14 @@ use clap::{Parser, ValueEnum};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use redis_lock_client::{Builder, Error, LockOptions};
-use redis_lock_testkit::chaos::{self, Record, Write, WriteResult};
+use redis_lock_testkit::chaos::{self, Hold, Record, Write, WriteResult};
 use redis_lock_testkit::shim::ClockOffset;
 use redis_lock_testkit::Server;
 use std::io::{BufRead, BufReader, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
@@ -42,8 +44,18 @@ struct Args {
     /// How long the workers run.
     #[arg(long, default_value_t = 60)]
     seconds: u64,
+    /// Writers: exclusive holders of `chaos`.
     #[arg(long, default_value_t = 4)]
     workers: usize,
+    /// Readers: shared holders of `chaos`, beside the writers.
+    #[arg(long, default_value_t = 2)]
+    readers: usize,
+    /// Semaphore workers: shared holders of `chaos:pool` under `--limit`.
+    #[arg(long, default_value_t = 3)]
+    limited: usize,
+    /// The semaphore's `LIMIT`.
+    #[arg(long, default_value_t = 2)]
+    limit: u32,
     #[arg(long, default_value_t = 5)]
     nodes: usize,
     /// Lock TTL in ms.
@@ -78,6 +90,9 @@ enum Worker {
         setnx: bool,
         #[arg(long)]
         queued_share: f64,
+        /// `x` (exclusive), `s` (shared) or `l<n>` (shared under LIMIT n).
+        #[arg(long, default_value = "x")]
+        hold: String,
     },
 }
 
@@ -103,8 +118,20 @@ fn main() -> ExitCode {
             seconds,
             setnx,
             queued_share,
+            hold,
         }) => {
-            worker(&servers, fenced, &log, ttl, seconds, setnx, queued_share);
+            let Some(hold) = Hold::parse(&hold) else {
+                eprintln!("--hold x|s|l<n>, not {hold}");
+                return ExitCode::from(2);
+            };
+            let run = Run {
+                ttl,
+                seconds,
+                setnx,
+                queued_share,
+                hold,
+            };
+            worker(&servers, fenced, &log, &run);
             ExitCode::SUCCESS
         }
         None => orchestrate(&args),
@@ -113,12 +140,14 @@ fn main() -> ExitCode {
 
 // ---------------------------------------------------------------- fenced resource
 
-/// A resource that accepts a write only if its token is >= the highest it
-/// has accepted: `W <token>\n` -> `OK\n` | `STALE\n`.
+/// A resource fenced for a read-write lock: `W <token>\n` (a write) is
+/// accepted only if its token is >= every token it has accepted, read or
+/// write; `R <token>\n` (a read) only if its token is >= the highest write's
+/// (readers do not fence each other out). Reply `OK\n` | `STALE\n`.
 fn fenced_resource() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let highest = Arc::new(AtomicU64::new(0));
+    let highest = Arc::new(Highest::default());
     std::thread::spawn(move || {
         for conn in listener.incoming().flatten() {
             let highest = highest.clone();
@@ -128,16 +157,31 @@ fn fenced_resource() -> u16 {
     port
 }
 
-fn serve_fenced(conn: TcpStream, highest: &AtomicU64) {
+/// The highest tokens the resource accepted: (any operation, writes).
+#[derive(Default)]
+struct Highest(Mutex<(u64, u64)>);
+
+impl Highest {
+    fn accept(&self, write: bool, token: u64) -> bool {
+        let mut h = self.0.lock().unwrap();
+        let (any, writes) = &mut *h;
+        let accepted = token >= if write { *any } else { *writes };
+        if accepted {
+            *any = (*any).max(token);
+            if write {
+                *writes = token;
+            }
+        }
+        accepted
+    }
+}
+
+fn serve_fenced(conn: TcpStream, highest: &Highest) {
     let mut out = conn.try_clone().unwrap();
     for line in BufReader::new(conn).lines().map_while(Result::ok) {
-        let token: u64 = line.trim_start_matches("W ").trim().parse().unwrap_or(0);
-        // Accept iff token >= highest, atomically.
-        let accepted = highest
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| {
-                (token >= h).then_some(token)
-            })
-            .is_ok();
+        let (op, token) = line.split_once(' ').unwrap_or(("W", "0"));
+        let token: u64 = token.trim().parse().unwrap_or(0);
+        let accepted = highest.accept(op != "R", token);
         if out
             .write_all(if accepted { b"OK\n" } else { b"STALE\n" })
             .is_err()
@@ -163,10 +207,11 @@ impl Fenced {
         }
     }
 
-    fn write(&mut self, token: u64) -> Write {
+    /// A write (`W`) or a read (`R`) with `token`.
+    fn op(&mut self, op: char, token: u64) -> Write {
         let at = mono_ns();
         self.out
-            .write_all(format!("W {token}\n").as_bytes())
+            .write_all(format!("{op} {token}\n").as_bytes())
             .unwrap();
         let mut reply = String::new();
         self.input.read_line(&mut reply).unwrap();
@@ -196,19 +241,41 @@ impl Held {
     }
 }
 
-fn worker(
-    servers: &[String],
-    fenced_port: u16,
-    log: &PathBuf,
+/// What one worker process does.
+struct Run {
     ttl: u64,
     seconds: u64,
     setnx: bool,
     queued_share: f64,
-) {
+    hold: Hold,
+}
+
+impl Run {
+    /// The name this worker's kind of hold is taken on.
+    fn name(&self) -> &'static str {
+        match self.hold {
+            Hold::Limited(_) => "chaos:pool",
+            Hold::Exclusive | Hold::Shared => "chaos",
+        }
+    }
+
+    /// The options of one acquisition, before the owner and wait.
+    fn options(&self) -> LockOptions {
+        match self.hold {
+            Hold::Exclusive => LockOptions::new(),
+            Hold::Shared => LockOptions::shared(),
+            Hold::Limited(n) => LockOptions::new().limit(n),
+        }
+    }
+}
+
+fn worker(servers: &[String], fenced_port: u16, log: &PathBuf, run: &Run) {
+    let (seconds, setnx, queued_share) = (run.seconds, run.setnx, run.queued_share);
+    let name = run.name();
     let mut log = std::fs::File::create(log).unwrap();
     let mut fenced = Fenced::connect(fenced_port);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let ttl = Duration::from_millis(ttl);
+    let ttl = Duration::from_millis(run.ttl);
     let locker = Builder::new(servers)
         .ttl(ttl)
         .node_timeout(ttl / 10)
@@ -236,14 +303,14 @@ fn worker(
             // later one); the rest a generated one.
             None => rt
                 .block_on(async {
-                    let mut opts = LockOptions::new();
+                    let mut opts = run.options();
                     if rng.gen_bool(1.0 / 3.0) {
                         opts = opts.owner(own.as_str());
                     }
                     if rng.gen_bool(queued_share) {
-                        locker.acquire("chaos", &opts.wait(ttl)).await
+                        locker.acquire(name, &opts.wait(ttl)).await
                     } else {
-                        let got = locker.acquire("chaos", &opts).await;
+                        let got = locker.acquire(name, &opts).await;
                         if got.is_err() {
                             // A polling client's pause (rslock, redsync: ~50-250 ms).
                             let pause = rng.gen_range(20..=200);
@@ -276,11 +343,21 @@ fn worker(
         // token regression that never happened.
         let acquired_at = mono_ns();
         let valid_until = acquired_at + held.validity().as_nanos() as u64;
-        let first = fenced.write(token);
+        // Writers write, readers read; a semaphore's permit guards no
+        // shared resource here (its check is the count of holders).
+        let touch = |fenced: &mut Fenced| match run.hold {
+            Hold::Exclusive => fenced.op('W', token),
+            Hold::Shared => fenced.op('R', token),
+            Hold::Limited(_) => Write {
+                at: mono_ns(),
+                result: WriteResult::Skipped,
+            },
+        };
+        let first = touch(&mut fenced);
         let hold_ms = rng.gen_range(1..=(ttl.as_millis() as u64 / 5).max(2));
         std::thread::sleep(Duration::from_millis(hold_ms));
         // A worker paused here past its TTL comes back and writes anyway.
-        let last = fenced.write(token);
+        let last = touch(&mut fenced);
         let released = mono_ns();
         let owner = match held {
             Held::Plain(owner, _) => {
@@ -300,6 +377,8 @@ fn worker(
             valid_until,
             released,
             writes: [first, last],
+            hold: run.hold,
+            name: name.to_string(),
         };
         writeln!(log, "{}", record.to_line()).unwrap();
     }
@@ -406,8 +485,19 @@ fn orchestrate(args: &Args) -> ExitCode {
                 _ => 0.0,
             });
     let exe = std::env::current_exe().unwrap();
-    let mut workers: Vec<(Child, PathBuf)> = (0..args.workers)
-        .map(|i| {
+    // Readers and semaphore workers beside the writers (none in the
+    // SET NX PX run: a plain string has no shared holds).
+    let (readers, limited) = if setnx {
+        (0, 0)
+    } else {
+        (args.readers, args.limited)
+    };
+    let holds = std::iter::repeat_n(Hold::Exclusive, args.workers)
+        .chain(std::iter::repeat_n(Hold::Shared, readers))
+        .chain(std::iter::repeat_n(Hold::Limited(args.limit), limited));
+    let mut workers: Vec<(Child, PathBuf)> = holds
+        .enumerate()
+        .map(|(i, hold)| {
             let log = dir.join(format!("worker{i}.log"));
             let mut cmd = Command::new(&exe);
             cmd.arg("worker")
@@ -422,7 +512,9 @@ fn orchestrate(args: &Args) -> ExitCode {
                 .arg("--seconds")
                 .arg(args.seconds.to_string())
                 .arg("--queued-share")
-                .arg(queued_share.to_string());
+                .arg(queued_share.to_string())
+                .arg("--hold")
+                .arg(hold.word());
             if setnx {
                 cmd.arg("--setnx");
             }
@@ -514,15 +606,15 @@ fn orchestrate(args: &Args) -> ExitCode {
     }
     let report = chaos::analyse(lines.iter().map(String::as_str));
     println!(
-        "redis-lock chaos: {} s, {} node(s), {} workers, ttl {} ms, mode {:?}, restart-delay-ms {}, queued share {}",
-        args.seconds, n, args.workers, args.ttl, args.r#unsafe, guard_ms, queued_share
+        "redis-lock chaos: {} s, {} node(s), {} writers, {} readers, {} semaphore workers (LIMIT {}), ttl {} ms, mode {:?}, restart-delay-ms {}, queued share {}",
+        args.seconds, n, args.workers, readers, limited, args.limit, args.ttl, args.r#unsafe, guard_ms, queued_share
     );
     println!("nemeses: {counts:?}");
     println!(
-        "| {:<46} | {:>8} |\n|{}|{}|",
+        "| {:<48} | {:>8} |\n|{}|{}|",
         "metric",
         "count",
-        "-".repeat(48),
+        "-".repeat(50),
         "-".repeat(10)
     );
     println!("{report}");
