@@ -12,7 +12,8 @@ use std::process::Command;
 
 /// 32 bytes, the length the quorum client's owners have.
 pub const OWNER: &str = "0123456789abcdef0123456789abcdef";
-/// Keys `lk:%012d`, 0 ..< KEYSPACE, as `redis-benchmark -r` makes them.
+/// Keys `lk:%012d` (locks) and `sk:%012d` (strings), 0 ..< KEYSPACE, as
+/// `redis-benchmark -r` makes them.
 pub const KEYSPACE: usize = 1_000_000;
 const TTL_MS: u64 = 600_000;
 
@@ -91,10 +92,20 @@ fn flush(c: &mut redis::Connection) {
     redis::cmd("FLUSHALL").arg("SYNC").query::<()>(c).unwrap();
 }
 
+/// Keys of the built-in's runs (`sk:`) and of the lock's (`lk:`), so that
+/// both can be held in one keyspace and each pair runs back to back.
+fn prefix(lock: bool) -> &'static str {
+    if lock {
+        "lk"
+    } else {
+        "sk"
+    }
+}
+
 /// Fill keys 0 ..< KEYSPACE, as strings with PX or as locks, all held by
-/// OWNER; returns the bytes per key after each size in `marks`.
+/// OWNER; returns the bytes per key after each size in `marks`, counted
+/// from what was used before the fill.
 fn fill(c: &mut redis::Connection, lock: bool, marks: &[usize]) -> Vec<f64> {
-    flush(c);
     let before = used_memory(c);
     let mut per_key = Vec::new();
     let mut done = 0;
@@ -102,7 +113,7 @@ fn fill(c: &mut redis::Connection, lock: bool, marks: &[usize]) -> Vec<f64> {
         let end = (done + 10_000).min(KEYSPACE);
         let mut p = redis::pipe();
         for i in done..end {
-            let key = format!("lk:{i:012}");
+            let key = format!("{}:{i:012}", prefix(lock));
             if lock {
                 p.cmd("LOCK.ACQUIRE").arg(key).arg(OWNER).arg(TTL_MS);
             } else {
@@ -181,49 +192,57 @@ pub fn run(server: &Server, rounds: usize, requests: usize, memory_sizes: &[usiz
         })
         .collect();
     let commands = |lock: bool| -> [String; 3] {
+        let k = prefix(lock);
         if lock {
             [
-                format!("LOCK.ACQUIRE lk:__rand_int__ {OWNER} 30000"),
-                format!("LOCK.RELEASE lk:__rand_int__ {OWNER}"),
-                format!("LOCK.EXTEND lk:__rand_int__ {OWNER} 30000"),
+                format!("LOCK.ACQUIRE {k}:__rand_int__ {OWNER} 30000"),
+                format!("LOCK.RELEASE {k}:__rand_int__ {OWNER}"),
+                format!("LOCK.EXTEND {k}:__rand_int__ {OWNER} 30000"),
             ]
         } else {
             [
-                format!("SET lk:__rand_int__ {OWNER} NX PX 30000"),
-                "DEL lk:__rand_int__".to_string(),
-                "PEXPIRE lk:__rand_int__ 30000".to_string(),
+                format!("SET {k}:__rand_int__ {OWNER} NX PX 30000"),
+                format!("DEL {k}:__rand_int__"),
+                format!("PEXPIRE {k}:__rand_int__ 30000"),
             ]
         }
     };
+    let (builtin, lock) = (commands(false), commands(true));
+    // Memory once, each kind alone in the keyspace (it does not vary
+    // between rounds: a byte count, not a timing).
+    for lock in [false, true] {
+        flush(&mut c);
+        for (m, bytes) in memory.iter_mut().zip(fill(&mut c, lock, memory_sizes)) {
+            if lock { &mut m.lock } else { &mut m.string }.push(bytes);
+        }
+    }
     for round in 0..rounds {
-        // Which side goes first alternates round by round.
+        // Each pair back to back (the machine's noise comes in bursts),
+        // the side that goes first alternating round by round.
         let order = if round % 2 == 0 {
             [false, true]
         } else {
             [true, false]
         };
-        for lock in order {
-            let [acquire, release, extend] = commands(lock);
-            let mut record = |i: usize, (ops, usec): (f64, f64)| {
+        let mut pair = |c: &mut redis::Connection, i: usize| {
+            for side in order {
+                let command = if side { &lock[i] } else { &builtin[i] };
+                let (ops, usec) = measure(c, port, requests, command);
                 let p = &mut pairs[i];
-                let s = if lock { &mut p.lock } else { &mut p.builtin };
+                let s = if side { &mut p.lock } else { &mut p.builtin };
                 s.ops_per_s.push(ops);
                 s.usec_per_call.push(usec);
-            };
-            flush(&mut c);
-            record(0, measure(&mut c, port, requests, &acquire));
-            let per_key = fill(&mut c, lock, memory_sizes);
-            for (m, bytes) in memory.iter_mut().zip(per_key) {
-                if lock {
-                    m.lock.push(bytes);
-                } else {
-                    m.string.push(bytes);
-                }
             }
-            // Extend first: it leaves every key held for the release.
-            record(2, measure(&mut c, port, requests, &extend));
-            record(1, measure(&mut c, port, requests, &release));
-        }
+        };
+        flush(&mut c);
+        pair(&mut c, 0);
+        // Both kinds held at once, so both runs see one keyspace.
+        flush(&mut c);
+        fill(&mut c, false, &[]);
+        fill(&mut c, true, &[]);
+        // Extend first: it leaves every key held for the release.
+        pair(&mut c, 2);
+        pair(&mut c, 1);
     }
     flush(&mut c);
     Report {
@@ -238,7 +257,7 @@ impl Report {
     /// The markdown tables and the targets, PASS/MISS on the medians.
     pub fn markdown(&self) -> String {
         let mut md = format!(
-            "Each LOCK.* command against the built-in of the same kind: `redis-benchmark -P 32 -c 20 -n {}` with random keys over {KEYSPACE} (acquire on an empty keyspace; extend, then release, on {KEYSPACE} held keys), server time per call from `INFO commandstats` (usec_per_call) of the same run; {} interleaved rounds, each ratio paired within its round, median (min–max).\n\n",
+            "Each LOCK.* command against the built-in of the same kind: `redis-benchmark -P 32 -c 20 -n {}` with random keys over {KEYSPACE} (acquire on an empty keyspace; extend, then release, on {KEYSPACE} held keys: strings and locks held at once under two prefixes), server time per call from `INFO commandstats` (usec_per_call) of the same run; {} rounds, in each the lock's run and the built-in's back to back (which goes first alternates), each ratio paired within its round, median (min–max). Memory: `used_memory` per key after filling 32-byte values, each kind alone.\n\n",
             self.requests, self.rounds
         );
         md += "| command | built-in | server µs/call, ours | built-in | ratio (target) | pipelined ops/s, ours | built-in | ratio (target) |\n|---|---|---:|---:|---|---:|---:|---|\n";
