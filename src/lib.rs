@@ -12,6 +12,7 @@ pub mod rules {
     pub mod fencing;
     pub mod guard;
     pub mod lock;
+    pub mod owner;
     pub mod shared;
     pub mod stats;
     pub mod version;

@@ -2,5 +2,6 @@
 
 pub mod contention;
 pub mod fanout;
+pub mod server_cost;
 pub mod stats;
 pub mod waiter_memory;

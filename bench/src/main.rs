@@ -21,7 +21,7 @@ mod shared_locks;
 mod svg;
 
 use peers::Kind;
-use redis_lock_bench::{contention, stats, waiter_memory};
+use redis_lock_bench::{contention, server_cost, stats, waiter_memory};
 use redis_lock_testkit::{align_token_counters, urls, Server};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -188,6 +188,35 @@ async fn main() {
     )
     .unwrap();
     writeln!(md, "\n![server-side](server-side.svg)\n").unwrap();
+    eprintln!("      ... and each LOCK.* against the built-in of its kind");
+    let cost = server_cost::run(
+        &server,
+        plan.rounds.max(2),
+        plan.requests,
+        &[100_000, 1_000_000],
+    );
+    writeln!(
+        md,
+        "### 1b. Against the server's own commands\n\n{}",
+        cost.markdown()
+    )
+    .unwrap();
+    for p in &cost.pairs {
+        summary += &format!(
+            "| {} / {}: server time {}, pipelined {} |\n",
+            p.ours,
+            p.theirs,
+            p.time_ratio().ratio(),
+            p.throughput_ratio().ratio()
+        );
+    }
+    for m in &cost.memory {
+        summary += &format!(
+            "| memory per lock / string with PX ({} keys): {} |\n",
+            m.keys,
+            m.ratio().ratio()
+        );
+    }
 
     // 2. memory
     eprintln!("[2/6] memory per lock...");

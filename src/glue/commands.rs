@@ -767,7 +767,7 @@ fn apply_shared(ctx: Ctx, argv: &[RawString]) {
             held.limit = limit;
             match held.holders.iter_mut().find(|h| h.owner == hold.owner) {
                 Some(mine) => *mine = hold,
-                None => held.holders.push(hold),
+                None => held.push(hold),
             }
         }
         _ => {

@@ -295,12 +295,16 @@ unsafe extern "C" fn aof_rewrite(
 
 unsafe extern "C" fn mem_usage(ptr: *const c_void) -> usize {
     match &*ptr.cast::<Value>() {
-        Value::Exclusive(lock) => size_of::<Value>() + lock.owner.len(),
+        Value::Exclusive(lock) => size_of::<Value>() + lock.owner.heap_bytes(),
         Value::Shared(shared) => {
             size_of::<Value>()
                 + size_of::<Shared>()
                 + shared.holders.capacity() * size_of::<Lock>()
-                + shared.holders.iter().map(|h| h.owner.len()).sum::<usize>()
+                + shared
+                    .holders
+                    .iter()
+                    .map(|h| h.owner.heap_bytes())
+                    .sum::<usize>()
         }
     }
 }

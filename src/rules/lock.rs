@@ -12,7 +12,8 @@ pub type Millis = u64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lock {
-    pub owner: Box<[u8]>,
+    /// Inline when short (`owner.rs`): one allocation per held lock.
+    pub owner: crate::rules::owner::Owner,
     /// Fencing token handed out when this holder took the lock.
     pub token: u64,
     /// Monotonic deadline; the lock is gone from this instant on.

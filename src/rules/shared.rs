@@ -81,6 +81,19 @@ impl Shared {
     pub fn join(&mut self, holder: Lock, now: Millis) {
         self.holders
             .retain(|h| !(h.owner == holder.owner && h.is_expired(now)));
+        self.push(holder);
+    }
+
+    /// Append a holder, growing the list by a quarter (at least one) when
+    /// full rather than doubling it: a holder is 64 bytes (the owner is
+    /// inside it), so a doubled list of ten holders kept six unused, more
+    /// than the owners' separate allocations had cost (122 against 114 B per
+    /// holder, 10 holders a key, 2026-11-28). Still geometric, so a key with
+    /// thousands of holders is not copied on every join.
+    pub fn push(&mut self, holder: Lock) {
+        if self.holders.len() == self.holders.capacity() {
+            self.holders.reserve_exact((self.holders.len() / 4).max(1));
+        }
         self.holders.push(holder);
     }
 
@@ -297,6 +310,10 @@ pub fn from_stored(holders: Vec<Lock>, limit: u64) -> Result<Shared, &'static st
     if owners.windows(2).any(|w| w[0] == w[1]) {
         return Err("one owner holds twice");
     }
+    // Loaded by pushes (the count is not trusted for a reservation): no
+    // spare places kept for good.
+    let mut holders = holders;
+    holders.shrink_to_fit();
     Ok(Shared { holders, limit })
 }
 
@@ -496,6 +513,21 @@ mod tests {
         assert_eq!(release(&mut s, b"a", 600), lock::Release::NotHeld);
         assert_eq!(extend(&mut s, b"a", 5, 600), lock::Extend::NotHeld);
         assert_eq!(fence(&mut s, b"a", 5, 600), lock::Fence::NotHeld);
+    }
+
+    #[test]
+    fn a_list_of_holders_grows_by_a_quarter_not_double() {
+        let mut s = Shared::new(hold("h0", 1, 10, 0), None);
+        for i in 1..10 {
+            s.join(hold(&format!("h{i}"), i + 1, 10, 0), 0);
+        }
+        // Doubling had left 16 places for 10 holders.
+        assert_eq!(s.holders.len(), 10);
+        assert!(s.holders.capacity() <= 12, "{}", s.holders.capacity());
+        for i in 10..1000 {
+            s.join(hold(&format!("h{i}"), i + 1, 10, 0), 0);
+        }
+        assert!(s.holders.capacity() < 1000 * 5 / 4 + 2);
     }
 
     #[test]
