@@ -171,7 +171,11 @@ impl Builder {
         }
         let mut endpoints: Vec<(&str, Endpoint)> = Vec::new();
         for url in &self.urls {
-            let info = match redis::Client::open(url.as_str()) {
+            // A cluster is checked as its seed (`cluster.rs`).
+            let seed = crate::cluster::seed_url(url)
+                .map_err(|why| Error::Config(format!("bad server URL {url:?}: {why}")))?;
+            let plain = seed.as_deref().unwrap_or(url);
+            let info = match redis::Client::open(plain) {
                 // Port 0 parses, and then never connects: a server down
                 // for good, counted against the quorum.
                 Ok(client) if endpoint::port(client.get_connection_info()) == Some(0) => {
@@ -180,7 +184,8 @@ impl Builder {
                 }
                 Ok(client) => client.get_connection_info().clone(),
                 Err(e) => {
-                    let why = crate::url_problem::url_problem(url).unwrap_or_else(|| e.to_string());
+                    let why =
+                        crate::url_problem::url_problem(plain).unwrap_or_else(|| e.to_string());
                     return Err(Error::Config(format!("bad server URL {url:?}: {why}")));
                 }
             };
