@@ -45,11 +45,18 @@ async fn locks_in_every_slot_are_taken_extended_and_released_on_their_primary() 
         locker.extend(&mut lock).await.unwrap();
         let status = locker.status(&name).await;
         let owner = lock.owner().as_bytes();
-        assert!(matches!(&status[0].1, Ok(Some(s)) if s.owner == owner), "{status:?}");
+        assert!(
+            matches!(&status[0].1, Ok(Some(s)) if s.owner == owner),
+            "{status:?}"
+        );
         locker.unlock(&lock).await.unwrap();
         assert_eq!(holder(&nodes, &name), "", "{name} released");
     }
-    assert_eq!(primaries.len(), 3, "24 names spread over all three primaries");
+    assert_eq!(
+        primaries.len(),
+        3,
+        "24 names spread over all three primaries"
+    );
     // A wait queues on the key's primary (LOCK.ACQUIRE ... WAIT).
     let held = locker.try_lock("queued").await.unwrap();
     let waiter = tokio::spawn({
@@ -161,13 +168,13 @@ async fn a_contended_lock_whose_slot_moves_never_has_two_holders() {
     w.sort_by_key(|&(start, ..)| start);
     let overlaps = w.windows(2).filter(|p| p[1].0 < p[0].1).count();
     assert_eq!(overlaps, 0, "two holders at once");
-    assert!(w.len() >= 20, "{} acquisitions; failures: {failures:?}", w.len());
     assert!(
-        failures.len() <= w.len() / 10,
-        "{} failures of {}: {failures:?}",
-        failures.len(),
+        w.len() >= 20,
+        "{} acquisitions; failures: {failures:?}",
         w.len()
     );
+    // Redirections and TRYAGAIN are followed within each call's wait.
+    assert!(failures.is_empty(), "{failures:?}");
     assert_eq!(holder(&nodes, "hot"), "", "nothing left held");
 }
 
@@ -192,7 +199,10 @@ async fn a_cluster_and_two_single_servers_are_three_votes() {
     // The cluster and one server are a majority.
     let mut singles = singles;
     singles[1].kill();
-    let lock = locker.lock("mixed:x", Duration::from_secs(2)).await.unwrap();
+    let lock = locker
+        .lock("mixed:x", Duration::from_secs(2))
+        .await
+        .unwrap();
     assert_eq!(holder(&nodes, "mixed:x"), lock.owner());
     locker.unlock(&lock).await.unwrap();
 }
@@ -220,6 +230,9 @@ async fn one_cluster_through_two_seeds_is_one_vote() {
     }
     assert_eq!(holder(&nodes, "twice"), "");
     // Listed twice by one address: refused when built.
-    let same = [cluster_url(&nodes), cluster_url(&nodes).replace("127.0.0.1", "localhost")];
+    let same = [
+        cluster_url(&nodes),
+        cluster_url(&nodes).replace("127.0.0.1", "localhost"),
+    ];
     assert!(matches!(Builder::new(&same).build(), Err(Error::Config(_))));
 }

@@ -294,6 +294,39 @@ mod tests {
     }
 
     #[test]
+    fn cluster_urls_are_checked_as_their_seeds() {
+        let ok = [
+            "redis+cluster://127.0.0.1:7001/",
+            "redis+cluster://u:p@127.0.0.1:7001",
+            "redis+cluster://127.0.0.1:7001/0",
+        ];
+        for url in ok {
+            assert!(Builder::new(&[url]).config().is_ok(), "{url}");
+        }
+        for (url, words) in [
+            ("redis+cluster://127.0.0.1:7001/1", "only database 0"),
+            (
+                "redis+cluster+sentinel://127.0.0.1:7001/",
+                "never two at once",
+            ),
+            ("redis+cluster://127.0.0.1:0/", "port 0"),
+            ("redis+cluster://:7001/", "no host"),
+        ] {
+            match Builder::new(&[url]).config() {
+                Err(Error::Config(why)) => assert!(why.contains(words), "{url}: {why}"),
+                other => panic!("{url}: {:?}", other.map(|c| c.urls)),
+            }
+        }
+        // Two seeds at one address: one cluster listed twice.
+        let twice = [
+            "redis+cluster://127.0.0.1:7001/",
+            "redis+cluster://localhost:7001",
+        ];
+        let err = Builder::new(&twice).config().unwrap_err().to_string();
+        assert!(err.contains("same server"), "{err}");
+    }
+
+    #[test]
     fn the_same_server_twice_is_refused_naming_both() {
         let same = [
             ["redis://127.0.0.1:7001/", "redis://127.0.0.1:7001"],

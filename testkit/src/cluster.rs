@@ -58,7 +58,8 @@ pub fn cluster_with(n: usize, extra: &[&str]) -> Vec<Server> {
                 "cluster",
                 "cluster_enabled"
             ) == "1"
-                && redis_cli(n.port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")),
+                && redis_cli(n.port, &["CLUSTER", "INFO"])
+                    .contains("cluster_state:ok")),
             "cluster did not converge"
         );
     }
@@ -100,10 +101,7 @@ pub fn open_slot_move(nodes: &[Server], slot: &str, from: usize, to: usize) {
 pub fn migrate_keys(nodes: &[Server], slot: &str, from: usize, to: usize) {
     let port = nodes[to].port.to_string();
     loop {
-        let keys = redis_cli(
-            nodes[from].port,
-            &["CLUSTER", "GETKEYSINSLOT", slot, "100"],
-        );
+        let keys = redis_cli(nodes[from].port, &["CLUSTER", "GETKEYSINSLOT", slot, "100"]);
         let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
         if keys.is_empty() {
             return;
@@ -111,7 +109,10 @@ pub fn migrate_keys(nodes: &[Server], slot: &str, from: usize, to: usize) {
         let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
         args.extend(keys.iter().copied());
         let migrated = redis_cli(nodes[from].port, &args);
-        assert!(migrated == "OK" || migrated == "NOKEY", "MIGRATE: {migrated}");
+        assert!(
+            migrated == "OK" || migrated == "NOKEY",
+            "MIGRATE: {migrated}"
+        );
     }
 }
 
