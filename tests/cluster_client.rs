@@ -236,3 +236,51 @@ async fn one_cluster_through_two_seeds_is_one_vote() {
     ];
     assert!(matches!(Builder::new(&same).build(), Err(Error::Config(_))));
 }
+
+/// The CLI takes cluster URLs in `--servers` (`REDIS_LOCK_SERVERS`):
+/// `run`, `status` and `release` reach the key's primary; a cluster URL
+/// that cannot be one is bad settings (78), never a hang.
+#[test]
+fn the_cli_runs_reports_and_releases_through_a_cluster_url() {
+    let nodes = cluster(3);
+    let cli = |servers: &str, args: &[&str]| {
+        std::process::Command::new(workspace_binary("redis-lock"))
+            .env("REDIS_LOCK_SERVERS", servers)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let url = cluster_url(&nodes);
+    for name in ["job:1", "job:2", "job:3"] {
+        let (owner, _) = owner_of(&nodes, name);
+        let port = nodes[owner].port;
+        let check =
+            format!("redis-cli -p {port} LOCK.STATUS {name} | grep -q \"$REDIS_LOCK_OWNER\"");
+        let out = cli(&url, &["run", name, "--", "sh", "-c", &check]);
+        assert_eq!(out.status.code(), Some(0), "held on its primary: {out:?}");
+    }
+    let (owner, _) = owner_of(&nodes, "stuck");
+    let taken = redis_cli(
+        nodes[owner].port,
+        &["LOCK.ACQUIRE", "stuck", "op1", "30000"],
+    );
+    assert!(taken.parse::<i64>().is_ok(), "{taken}");
+    let out = cli(&url, &["status", "stuck"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("owner=op1"),
+        "{out:?}"
+    );
+    let out = cli(&url, &["release", "stuck", "--owner", "op1"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(holder(&nodes, "stuck"), "");
+    let plain = Server::start();
+    for bad in [
+        format!("redis+cluster://127.0.0.1:{}/2", nodes[0].port),
+        format!("redis+cluster+sentinel://127.0.0.1:{}/", nodes[0].port),
+        // A seed that is not in cluster mode.
+        format!("redis+cluster://127.0.0.1:{}/", plain.port),
+    ] {
+        let out = cli(&bad, &["run", "job", "--", "true"]);
+        assert_eq!(out.status.code(), Some(78), "{bad}: {out:?}");
+    }
+}

@@ -326,7 +326,7 @@ impl Cluster {
                     };
                     let node = self.node(&addr)?;
                     match dedicated {
-                        Some(refuse) => node.query_dedicated(cmd, |s| refuse(s)).await,
+                        Some(refuse) => node.query_dedicated(cmd, refuse).await,
                         None => node.query_shared(cmd, resend).await,
                     }
                 }
