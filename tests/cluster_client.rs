@@ -284,3 +284,34 @@ fn the_cli_runs_reports_and_releases_through_a_cluster_url() {
         assert_eq!(out.status.code(), Some(78), "{bad}: {out:?}");
     }
 }
+
+/// The ACL of docs/production.md's "Redis Cluster" section: the lock
+/// user's rule plus the slot map and ASKING.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lock_user_with_the_documented_acl_locks_through_a_cluster() {
+    let nodes = cluster(3);
+    let rule = "on >s3cret resetkeys ~lock:* resetchannels -@all +ping +lock.acquire \
+                +lock.release +lock.extend +lock.status +lock.fence +lock.serverid +time \
+                +cluster|slots +asking";
+    for n in &nodes {
+        let mut args = vec!["ACL", "SETUSER", "locker"];
+        args.extend(rule.split_whitespace());
+        assert_eq!(redis_cli(n.port, &args), "OK");
+    }
+    let url = format!("redis+cluster://locker:s3cret@127.0.0.1:{}/", nodes[0].port);
+    let locker = locker(&[url]);
+    let mut lock = locker.try_lock("lock:{s}old").await.unwrap();
+    let (from, slot) = owner_of(&nodes, "lock:{s}old");
+    let to = (from + 1) % 3;
+    open_slot_move(&nodes, &slot, from, to);
+    let new = locker.try_lock("lock:{s}new").await.unwrap(); // ASK
+    migrate_keys(&nodes, &slot, from, to);
+    close_slot_move(&nodes, &slot, from, to);
+    locker.extend(&mut lock).await.unwrap(); // MOVED
+    locker.unlock(&new).await.unwrap();
+    locker.unlock(&lock).await.unwrap();
+    assert!(matches!(
+        locker.try_lock("job").await,
+        Err(Error::Rejected { .. })
+    ));
+}
