@@ -124,7 +124,11 @@ async fn a_contended_lock_whose_slot_moves_never_has_two_holders() {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut clients = Vec::new();
     for _ in 0..4 {
-        let (locker, windows, stop) = (locker(&[url.clone()]), windows.clone(), stop.clone());
+        let (locker, windows, stop) = (
+            locker(std::slice::from_ref(&url)),
+            windows.clone(),
+            stop.clone(),
+        );
         clients.push(tokio::spawn(async move {
             let opts = LockOptions::new().wait(Duration::from_secs(3));
             let mut failures = Vec::new();
