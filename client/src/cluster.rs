@@ -167,9 +167,12 @@ impl Cluster {
         self.map.read().expect("slot map").is_empty()
     }
 
-    /// Read the slot map (`CLUSTER SLOTS`) from a primary known, else the
-    /// seed. Calls waiting on one reading use it.
+    /// Read the slot map (`CLUSTER SLOTS`), asking the seed and every
+    /// primary known at once and taking the first map: a primary that
+    /// failed (or a seed that went away) must not hold up the reading.
+    /// Calls waiting on one reading use it.
     async fn refresh(&self) -> Result<(), Failure> {
+        use futures_util::StreamExt;
         let _refreshing = self.refreshing.lock().await;
         if !self.map_is_empty() && !self.stale.load(Ordering::Acquire) {
             return Ok(()); // read meanwhile by another call
@@ -177,29 +180,38 @@ impl Cluster {
         let mut asked = self.map.read().expect("slot map").primaries();
         asked.retain(|a| *a != self.seed_addr);
         asked.insert(0, self.seed_addr.clone());
-        let mut last = Failure::Transient("no cluster node to ask".into());
         let mut cmd = redis::cmd("CLUSTER");
         cmd.arg("SLOTS");
-        for addr in asked {
-            let reply = match self.node(&addr) {
-                Ok(node) => node.query_shared(&cmd, true).await,
-                Err(f) => Err(f),
-            };
-            match reply.and_then(|(v, _)| {
-                SlotMap::from_cluster_slots(&v, &self.seed_host).map_err(Failure::Transient)
-            }) {
-                Ok(map) if !map.is_empty() => {
+        let cmd = &cmd;
+        let mut readings: futures_util::stream::FuturesUnordered<_> = asked
+            .into_iter()
+            .map(|addr| async move {
+                let (reply, _) = self.node(&addr)?.query_shared(cmd, true).await?;
+                match SlotMap::from_cluster_slots(&reply, &self.seed_host) {
+                    Ok(map) if !map.is_empty() => Ok(map),
+                    Ok(_) => Err(Failure::Transient(format!("{addr}: no slot is served"))),
+                    Err(why) => Err(Failure::Transient(format!("{addr}: {why}"))),
+                }
+            })
+            .collect();
+        let (mut refused, mut last) = (None, None);
+        while let Some(reading) = readings.next().await {
+            match reading {
+                Ok(map) => {
                     self.learn(&map.ids);
                     *self.map.write().expect("slot map") = map;
                     self.stale.store(false, Ordering::Release);
                     return Ok(());
                 }
-                Ok(_) => last = Failure::Transient(format!("{addr}: no slot is served")),
-                Err(f @ Failure::Rejected(_)) => return Err(f), // not a cluster
-                Err(f) => last = f,
+                // Not a cluster, or not allowed to read its map: said
+                // rather than a node that was merely down.
+                Err(f @ Failure::Rejected(_)) => refused = Some(f),
+                Err(f) => last = Some(f),
             }
         }
-        Err(last)
+        Err(refused
+            .or(last)
+            .unwrap_or_else(|| Failure::Transient("no cluster node to ask".into())))
     }
 
     /// Link the node ids of this cluster as one server.
