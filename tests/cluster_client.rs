@@ -319,3 +319,37 @@ async fn a_lock_user_with_the_documented_acl_locks_through_a_cluster() {
         Err(Error::Rejected { .. })
     ));
 }
+
+/// The slot map is read again after a slot moved; a seed that stopped
+/// answering must not hold that reading up (it is asked with every
+/// primary known, and the first map is taken).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_seed_does_not_stop_the_map_being_read_again() {
+    // The other primaries keep serving their slots while the seed is out.
+    let nodes = cluster_with(3, &["--cluster-require-full-coverage", "no"]);
+    let locker = locker(&[cluster_url(&nodes)]);
+    let on_second = |i: &usize| owner_of(&nodes, &format!("n:{i}")).0 == 1;
+    let names: Vec<String> = (0..100)
+        .filter(on_second)
+        .take(2)
+        .map(|i| format!("n:{i}"))
+        .collect();
+    let mut moving = locker.try_lock(&names[0]).await.unwrap();
+    let (_, slot) = owner_of(&nodes, &names[0]);
+    nodes[0].signal("STOP");
+    open_slot_move(&nodes, &slot, 1, 2);
+    migrate_keys(&nodes, &slot, 1, 2);
+    let dst_id = redis_cli(nodes[2].port, &["CLUSTER", "MYID"]);
+    for n in [2, 1] {
+        let set = redis_cli(
+            nodes[n].port,
+            &["CLUSTER", "SETSLOT", &slot, "NODE", &dst_id],
+        );
+        assert_eq!(set, "OK");
+    }
+    locker.extend(&mut moving).await.unwrap(); // MOVED: the map is stale
+    let other = locker.try_lock(&names[1]).await.unwrap(); // read again first
+    locker.unlock(&other).await.unwrap();
+    locker.unlock(&moving).await.unwrap();
+    nodes[0].signal("CONT");
+}
