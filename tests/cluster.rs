@@ -3,66 +3,8 @@
 
 mod common;
 use common::*;
-use std::process::Command;
+use redis_lock_testkit::redis_cli as cli;
 use std::time::Duration;
-
-fn cli(port: u16, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .arg("-p")
-        .arg(port.to_string())
-        .args(args)
-        .output()
-        .expect("redis-cli");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// `n` primaries made into one cluster with `redis-cli --cluster create`,
-/// waited for until every node says the cluster is ok.
-fn cluster(n: usize) -> Vec<Server> {
-    cluster_with(n, &[])
-}
-
-/// [`cluster`] with more server arguments.
-fn cluster_with(n: usize, extra: &[&str]) -> Vec<Server> {
-    let mut cluster_args = vec![
-        "--cluster-enabled",
-        "yes",
-        "--cluster-node-timeout",
-        "2000",
-        "--enable-debug-command",
-        "yes",
-    ];
-    cluster_args.extend_from_slice(extra);
-    let nodes: Vec<Server> = (0..n).map(|_| Server::with(&cluster_args, &[])).collect();
-    let addrs: Vec<String> = nodes
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port))
-        .collect();
-    let out = Command::new("redis-cli")
-        .args(["--cluster", "create"])
-        .args(&addrs)
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
-        .output()
-        .expect("redis-cli --cluster create");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    for n in &nodes {
-        let mut c = n.conn();
-        assert!(
-            eventually(Duration::from_secs(20), || info_field(
-                &mut c,
-                "cluster",
-                "cluster_enabled"
-            ) == "1"
-                && cli(n.port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")),
-            "cluster did not converge"
-        );
-    }
-    nodes
-}
 
 #[test]
 fn cluster_routes_lock_commands_to_the_owning_node() {
@@ -90,15 +32,6 @@ fn cluster_routes_lock_commands_to_the_owning_node() {
         );
     }
     assert_eq!(owners_seen.len(), 3, "30 keys spread over all three nodes");
-}
-
-/// The node (index) whose slot holds `key`, and that slot.
-fn owner_of(nodes: &[Server], key: &str) -> (usize, String) {
-    let slot = cli(nodes[0].port, &["CLUSTER", "KEYSLOT", key]);
-    let owner = (0..nodes.len())
-        .find(|&n| !cli(nodes[n].port, &["LOCK.STATUS", key]).contains("MOVED"))
-        .expect("some node serves the slot");
-    (owner, slot)
 }
 
 #[test]

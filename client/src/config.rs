@@ -171,7 +171,11 @@ impl Builder {
         }
         let mut endpoints: Vec<(&str, Endpoint)> = Vec::new();
         for url in &self.urls {
-            let info = match redis::Client::open(url.as_str()) {
+            // A cluster is checked as its seed (`cluster.rs`).
+            let seed = crate::cluster::seed_url(url)
+                .map_err(|why| Error::Config(format!("bad server URL {url:?}: {why}")))?;
+            let plain = seed.as_deref().unwrap_or(url);
+            let info = match redis::Client::open(plain) {
                 // Port 0 parses, and then never connects: a server down
                 // for good, counted against the quorum.
                 Ok(client) if endpoint::port(client.get_connection_info()) == Some(0) => {
@@ -180,7 +184,8 @@ impl Builder {
                 }
                 Ok(client) => client.get_connection_info().clone(),
                 Err(e) => {
-                    let why = crate::url_problem::url_problem(url).unwrap_or_else(|| e.to_string());
+                    let why =
+                        crate::url_problem::url_problem(plain).unwrap_or_else(|| e.to_string());
                     return Err(Error::Config(format!("bad server URL {url:?}: {why}")));
                 }
             };
@@ -286,6 +291,39 @@ mod tests {
                 other => panic!("{url}: {:?}", other.map(|c| c.urls)),
             }
         }
+    }
+
+    #[test]
+    fn cluster_urls_are_checked_as_their_seeds() {
+        let ok = [
+            "redis+cluster://127.0.0.1:7001/",
+            "redis+cluster://u:p@127.0.0.1:7001",
+            "redis+cluster://127.0.0.1:7001/0",
+        ];
+        for url in ok {
+            assert!(Builder::new(&[url]).config().is_ok(), "{url}");
+        }
+        for (url, words) in [
+            ("redis+cluster://127.0.0.1:7001/1", "only database 0"),
+            (
+                "redis+cluster+sentinel://127.0.0.1:7001/",
+                "never two at once",
+            ),
+            ("redis+cluster://127.0.0.1:0/", "port 0"),
+            ("redis+cluster://:7001/", "no host"),
+        ] {
+            match Builder::new(&[url]).config() {
+                Err(Error::Config(why)) => assert!(why.contains(words), "{url}: {why}"),
+                other => panic!("{url}: {:?}", other.map(|c| c.urls)),
+            }
+        }
+        // Two seeds at one address: one cluster listed twice.
+        let twice = [
+            "redis+cluster://127.0.0.1:7001/",
+            "redis+cluster://localhost:7001",
+        ];
+        let err = Builder::new(&twice).config().unwrap_err().to_string();
+        assert!(err.contains("same server"), "{err}");
     }
 
     #[test]

@@ -19,7 +19,13 @@ use std::ffi::CString;
 /// failed otherwise). Blocks on the system resolver.
 pub fn unknown_host<S: AsRef<str>>(urls: &[S]) -> Option<String> {
     urls.iter().find_map(|url| {
-        let info = url.as_ref().into_connection_info().ok()?;
+        // A cluster is looked up by its seed.
+        let seed = crate::cluster::seed_url(url.as_ref()).ok().flatten();
+        let info = seed
+            .as_deref()
+            .unwrap_or(url.as_ref())
+            .into_connection_info()
+            .ok()?;
         let host = match info.addr() {
             ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
             _ => return None,
@@ -68,6 +74,10 @@ mod tests {
                 "redis://127.0.0.1:1/",
                 "redis://no-such.invalid:2/"
             ])),
+            Some("no-such.invalid".to_string())
+        );
+        assert_eq!(
+            unknown_host(&urls(&["redis+cluster://no-such.invalid:2/"])),
             Some("no-such.invalid".to_string())
         );
     }

@@ -45,6 +45,7 @@
 mod background;
 pub use background::{background_done, counted};
 mod busy;
+mod cluster;
 mod config;
 pub mod duration;
 mod endpoint;
@@ -66,6 +67,7 @@ mod reachable;
 mod round;
 mod server_clock;
 mod server_ids;
+mod slots;
 mod status;
 mod stragglers;
 mod url_problem;

@@ -2,11 +2,13 @@
 //! processes with the module, the clock shim, and the chaos analysis.
 
 pub mod chaos;
+pub mod cluster;
 pub mod proxy;
 pub mod resp_proxy;
 pub mod server;
 pub mod shim;
 
+pub use cluster::*;
 pub use proxy::{in_front_of, DelayProxy};
 pub use resp_proxy::{encode, RespProxy};
 pub use server::*;
