@@ -112,6 +112,17 @@ fn unbounded() -> AsyncConnectionConfig {
         .set_response_timeout(None)
 }
 
+/// One request on a multiplexed connection, its reply with a server error
+/// as an `Err` (what `cmd.query_async::<Value>` returns). Awaited in place,
+/// not through `ConnectionLike::req_packed_command`, which boxes redis-rs
+/// 1.x's request future on its own: 1,152 bytes, past glibc malloc's
+/// per-thread cache (1,032), so every request of a round paid a
+/// large-chunk allocation (`malloc_consolidate`) and a copy on top of its
+/// own future's box (0.27's was under the cache; measured 2026-11-28).
+async fn request(c: &mut MultiplexedConnection, cmd: &Cmd) -> redis::RedisResult<Value> {
+    c.send_packed_command(cmd).await?.extract_error()
+}
+
 fn broken(e: &RedisError) -> bool {
     e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal()
 }
@@ -496,7 +507,7 @@ impl Node {
                 let (mut c, id, server) = self.connection().await?;
                 used = Some(id);
                 let mut unanswered = Unanswered(Some(&self.doubt));
-                let reply = cmd.query_async::<Value>(&mut c).await;
+                let reply = request(&mut c, cmd).await;
                 unanswered.0 = None;
                 reply.map(|v| (v, server))
             };
