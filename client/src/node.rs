@@ -112,13 +112,13 @@ fn unbounded() -> AsyncConnectionConfig {
         .set_response_timeout(None)
 }
 
-/// One request on a multiplexed connection, its reply with a server error
-/// as an `Err` (what `cmd.query_async::<Value>` returns). Awaited in place,
-/// not through `ConnectionLike::req_packed_command`, which boxes redis-rs
-/// 1.x's request future on its own: 1,152 bytes, past glibc malloc's
-/// per-thread cache (1,032), so every request of a round paid a
-/// large-chunk allocation (`malloc_consolidate`) and a copy on top of its
-/// own future's box (0.27's was under the cache; measured 2026-11-28).
+/// One request on a multiplexed connection (shared or dedicated), a server
+/// error as an `Err`, as `cmd.query_async::<Value>` returns it. Awaited in
+/// place, not through `ConnectionLike::req_packed_command`, which boxes
+/// redis-rs 1.x's request future (1,152 bytes) in an allocation of its own:
+/// one allocation and one copy of it fewer per request. The future still
+/// makes each request's box larger than glibc malloc's per-thread cache
+/// (1,032 bytes), which 0.27's fit (redis-lock-allocs, 2026-11-28).
 async fn request(c: &mut MultiplexedConnection, cmd: &Cmd) -> redis::RedisResult<Value> {
     c.send_packed_command(cmd).await?.extract_error()
 }
@@ -442,7 +442,7 @@ impl Node {
                 self.give_back(conn);
                 return Err(Failure::Transient(why));
             }
-            let reply = cmd.query_async::<Value>(&mut conn.conn).await;
+            let reply = request(&mut conn.conn, cmd).await;
             match reply {
                 Err(e) if broken(&e) && !fresh => {
                     conn = open().await.map_err(classify)?;
