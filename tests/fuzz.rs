@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand::{rngs::StdRng, RngExt, SeedableRng};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -55,10 +55,10 @@ fn random_arg(rng: &mut StdRng) -> Vec<u8> {
         b"\0",
         b"str",
     ];
-    match rng.gen_range(0..10) {
-        0..=5 => pool[rng.gen_range(0..pool.len())].to_vec(),
-        6..=8 => (0..rng.gen_range(0..40)).map(|_| rng.gen()).collect(),
-        _ => vec![rng.gen(); rng.gen_range(1000..200_000)],
+    match rng.random_range(0..10) {
+        0..=5 => pool[rng.random_range(0..pool.len())].to_vec(),
+        6..=8 => (0..rng.random_range(0..40)).map(|_| rng.random()).collect(),
+        _ => vec![rng.random(); rng.random_range(1000..200_000)],
     }
 }
 
@@ -88,13 +88,13 @@ fn random_argv_gets_one_reply_each_and_the_server_survives() {
     for batch in 0..100 {
         let mut sent = Vec::new();
         for _ in 0..50 {
-            let mut argv = vec![commands[rng.gen_range(0..commands.len())]
+            let mut argv = vec![commands[rng.random_range(0..commands.len())]
                 .as_bytes()
                 .to_vec()];
-            let arity = rng.gen_range(0..8);
+            let arity = rng.random_range(0..8);
             for i in 0..arity {
-                if i == 0 && rng.gen_bool(0.8) {
-                    argv.push(keys[rng.gen_range(0..keys.len())].to_vec());
+                if i == 0 && rng.random_bool(0.8) {
+                    argv.push(keys[rng.random_range(0..keys.len())].to_vec());
                 } else {
                     argv.push(random_arg(&mut rng));
                 }
@@ -104,7 +104,7 @@ fn random_argv_gets_one_reply_each_and_the_server_survives() {
                 if argv[i - 1].eq_ignore_ascii_case(b"WAIT")
                     && !argv[i].eq_ignore_ascii_case(b"WAIT")
                 {
-                    argv[i] = [&b"1"[..], b"x", b"-1"][rng.gen_range(0..3)].to_vec();
+                    argv[i] = [&b"1"[..], b"x", b"-1"][rng.random_range(0..3)].to_vec();
                 }
             }
             sent.extend(encode(&argv));

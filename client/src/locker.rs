@@ -20,7 +20,7 @@ use crate::server_clock;
 use crate::server_ids::{SameServers, ServerTag};
 use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
-use rand::Rng;
+use rand::RngExt;
 use redis::{Cmd, Value};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -55,7 +55,7 @@ pub struct Locker {
 /// assert_ne!(owner, redis_lock_client::random_owner());
 /// ```
 pub fn random_owner() -> String {
-    let bits: u128 = rand::thread_rng().gen();
+    let bits: u128 = rand::rng().random();
     format!("{bits:032x}")
 }
 

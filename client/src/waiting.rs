@@ -31,7 +31,7 @@ use crate::round::{acquire_answer, untag, Pending, Reply};
 use crate::server_ids::ServerTag;
 use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;
-use rand::Rng;
+use rand::RngExt;
 use redis::Cmd;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -370,7 +370,7 @@ impl Locker {
             if granted == 0 {
                 holdout_at = None;
             } else if holdout_at.is_none() {
-                let spread = rand::thread_rng().gen::<f64>();
+                let spread = rand::rng().random::<f64>();
                 holdout_at = Some(now + holdout(now - called, rtt.unwrap_or_default(), spread));
             }
             let next_retry = out
@@ -631,7 +631,7 @@ impl Locker {
 
     pub(crate) fn pause(&self) -> Duration {
         let (lo, hi) = self.inner.config.retry_delay;
-        rand::thread_rng().gen_range(lo..=hi)
+        rand::rng().random_range(lo..=hi)
     }
 
     /// The error of a queued acquisition that ended without a majority.
@@ -701,13 +701,13 @@ mod tests {
     fn waiters_on_the_same_schedule_fall_out_of_it() {
         // Two waiters at the cap, as in the lockstep the attack run found:
         // their give-backs must usually be more than a round trip apart.
-        let mut rng = rand::thread_rng();
+        let mut rng = rand::rng();
         let waited = Duration::from_secs(5);
         let rtt = Duration::from_millis(1);
         let apart = (0..1000)
             .filter(|_| {
-                let a = holdout(waited, rtt, rng.gen());
-                let b = holdout(waited, rtt, rng.gen());
+                let a = holdout(waited, rtt, rng.random());
+                let b = holdout(waited, rtt, rng.random());
                 a.abs_diff(b) > rtt * 2
             })
             .count();

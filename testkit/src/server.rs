@@ -77,9 +77,9 @@ pub fn workspace_binary(name: &str) -> PathBuf {
 /// port from there could be taken by any test's client before the server
 /// binds it.
 pub fn free_port() -> u16 {
-    use rand::Rng;
+    use rand::RngExt;
     loop {
-        let port = rand::thread_rng().gen_range(20000..32000);
+        let port = rand::rng().random_range(20000..32000);
         let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
         if port != 6379 && free(port) && free(port + 10000) {
             return port;

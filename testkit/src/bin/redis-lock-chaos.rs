@@ -16,8 +16,8 @@
 //! clock jumps ahead. Both must be caught.
 
 use clap::{Parser, ValueEnum};
-use rand::seq::SliceRandom;
-use rand::Rng;
+use rand::seq::IndexedRandom;
+use rand::RngExt;
 use redis_lock_client::{Builder, Error, LockOptions};
 use redis_lock_testkit::chaos::{self, Hold, Record, Write, WriteResult};
 use redis_lock_testkit::shim::ClockOffset;
@@ -288,7 +288,7 @@ fn worker(servers: &[String], fenced_port: u16, log: &PathBuf, run: &Run) {
             .unwrap()
     });
     let stop = Instant::now() + Duration::from_secs(seconds);
-    let mut rng = rand::thread_rng();
+    let mut rng = rand::rng();
     let own = format!("chaos-worker-{}", std::process::id());
     while Instant::now() < stop {
         let requested = mono_ns();
@@ -304,16 +304,16 @@ fn worker(servers: &[String], fenced_port: u16, log: &PathBuf, run: &Run) {
             None => rt
                 .block_on(async {
                     let mut opts = run.options();
-                    if rng.gen_bool(1.0 / 3.0) {
+                    if rng.random_bool(1.0 / 3.0) {
                         opts = opts.owner(own.as_str());
                     }
-                    if rng.gen_bool(queued_share) {
+                    if rng.random_bool(queued_share) {
                         locker.acquire(name, &opts.wait(ttl)).await
                     } else {
                         let got = locker.acquire(name, &opts).await;
                         if got.is_err() {
                             // A polling client's pause (rslock, redsync: ~50-250 ms).
-                            let pause = rng.gen_range(20..=200);
+                            let pause = rng.random_range(20..=200);
                             tokio::time::sleep(Duration::from_millis(pause)).await;
                         }
                         got
@@ -354,7 +354,7 @@ fn worker(servers: &[String], fenced_port: u16, log: &PathBuf, run: &Run) {
             },
         };
         let first = touch(&mut fenced);
-        let hold_ms = rng.gen_range(1..=(ttl.as_millis() as u64 / 5).max(2));
+        let hold_ms = rng.random_range(1..=(ttl.as_millis() as u64 / 5).max(2));
         std::thread::sleep(Duration::from_millis(hold_ms));
         // A worker paused here past its TTL comes back and writes anyway.
         let last = touch(&mut fenced);
@@ -533,11 +533,11 @@ fn orchestrate(args: &Args) -> ExitCode {
         Unsafe::SetnxClock => &[Nemesis::ClockJump],
     };
     let ttl = Duration::from_millis(args.ttl);
-    let mut rng = rand::thread_rng();
+    let mut rng = rand::rng();
     let mut counts = std::collections::BTreeMap::new();
     let end = Instant::now() + Duration::from_secs(args.seconds);
     while Instant::now() + ttl * 3 < end {
-        std::thread::sleep(Duration::from_millis(rng.gen_range(300..1500)));
+        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
         let nemesis = *kinds.choose(&mut rng).unwrap();
         *counts.entry(format!("{nemesis:?}")).or_insert(0) += 1;
         match nemesis {
@@ -548,12 +548,12 @@ fn orchestrate(args: &Args) -> ExitCode {
                 signal(pid, libc::SIGCONT);
             }
             Nemesis::PauseServers => {
-                let k = rng.gen_range(1..=((n - 1) / 2).max(1));
+                let k = rng.random_range(1..=((n - 1) / 2).max(1));
                 let victims = pick(&mut rng, n, k);
                 for &v in &victims {
                     nodes[v].server.signal("STOP");
                 }
-                std::thread::sleep(ttl.mul_f64(rng.gen_range(0.2..2.0)));
+                std::thread::sleep(ttl.mul_f64(rng.random_range(0.2..2.0)));
                 for &v in &victims {
                     nodes[v].server.signal("CONT");
                 }
@@ -577,7 +577,7 @@ fn orchestrate(args: &Args) -> ExitCode {
                 }
             }
             Nemesis::ClockJump => {
-                let v = rng.gen_range(0..n);
+                let v = rng.random_range(0..n);
                 nodes[v].offset = if setnx {
                     nodes[v].offset + 2 * args.ttl.div_ceil(1000) as i64
                 } else {
@@ -630,12 +630,8 @@ fn orchestrate(args: &Args) -> ExitCode {
 }
 
 /// `k` distinct node indexes out of `n`, at random.
-fn pick(rng: &mut impl Rng, n: usize, k: usize) -> Vec<usize> {
-    (0..n)
-        .collect::<Vec<_>>()
-        .choose_multiple(rng, k)
-        .copied()
-        .collect()
+fn pick(rng: &mut impl rand::Rng, n: usize, k: usize) -> Vec<usize> {
+    (0..n).collect::<Vec<_>>().sample(rng, k).copied().collect()
 }
 
 fn signal(pid: i32, sig: i32) {
