@@ -5,7 +5,7 @@
 //! Redisson's RReadWriteLock scripts retried by polling.
 
 use crate::redisson_rwlock::{Client, Scripts};
-use rand::Rng;
+use rand::RngExt;
 use redis_lock_client::{Builder, LockOptions};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -69,7 +69,7 @@ where
             let (section, events) = (section.clone(), events.clone());
             tokio::spawn(async move {
                 while Instant::now() < deadline {
-                    let write = rand::thread_rng().gen_bool(WRITE_SHARE);
+                    let write = rand::rng().random_bool(WRITE_SHARE);
                     let requested = Instant::now();
                     let acquired = section(id, write).await;
                     events
@@ -137,11 +137,11 @@ pub async fn redisson(url: &str, scripts: Scripts, secs: f64) -> Row {
             let client = Client::new("rw:redisson", &uuid, 1);
             let mut con = cons[id].lock().await;
             while !client.try_lock(&scripts, &mut con, write).await {
-                let pause = rand::thread_rng().gen_range(POLL_MS.0..=POLL_MS.1);
+                let pause = rand::rng().random_range(POLL_MS.0..=POLL_MS.1);
                 tokio::time::sleep(Duration::from_millis(pause)).await;
             }
             let at = Instant::now();
-            let request = format!("{:032x}", rand::thread_rng().gen::<u128>());
+            let request = format!("{:032x}", rand::rng().random::<u128>());
             client.unlock(&scripts, &mut con, write, &request).await;
             at
         }
