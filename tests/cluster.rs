@@ -288,3 +288,56 @@ fn a_reshard_into_a_node_added_during_its_guard_moves_held_locks() {
     // The holder releases it on its new node.
     assert_eq!(cli(added.port, &["LOCK.RELEASE", "job:8553", "alice"]), "1");
 }
+
+#[test]
+fn a_takeover_guard_outlasts_the_old_primary() {
+    // With CLUSTER FAILOVER TAKEOVER the old primary grants until it hears
+    // of the new epoch, while the guard counted from the promotion:
+    // re-grants at its end overlapped the old primary's last by 0-1 ms. The
+    // guard now adds twice the node timeout (2000 ms here) to its 1000 ms.
+    let nodes = cluster(3);
+    let (owner, _) = owner_of(&nodes, "job");
+    let replica = Server::with(
+        &["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
+        &["restart-delay-ms", "1000"],
+    );
+    let at = |port: u16| format!("127.0.0.1:{port}");
+    let primary_id = cli(nodes[owner].port, &["CLUSTER", "MYID"]);
+    let added = std::process::Command::new("redis-cli")
+        .args(["--cluster", "add-node", &at(replica.port)])
+        .arg(at(nodes[owner].port))
+        .args(["--cluster-slave", "--cluster-master-id", &primary_id])
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let mut r = replica.conn();
+    assert!(
+        eventually(Duration::from_secs(20), || info_field(
+            &mut r,
+            "replication",
+            "master_link_status"
+        ) == "up"),
+        "the replica did not sync"
+    );
+    assert_eq!(
+        cli(replica.port, &["CLUSTER", "FAILOVER", "TAKEOVER"]),
+        "OK"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || info_field(
+            &mut r,
+            "replication",
+            "role"
+        ) == "master"),
+        "not promoted"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || replica.log().contains(
+            "promoted to primary; restart guard on: new locks refused (TRYAGAIN) for 5000 ms"
+        )),
+        "{}",
+        replica.log()
+    );
+    let refused = cli(replica.port, &["LOCK.ACQUIRE", "job", "bob", "5000"]);
+    assert!(refused.starts_with("TRYAGAIN"), "{refused}");
+}
