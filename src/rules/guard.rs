@@ -206,9 +206,10 @@ pub fn delay_after_load(
 /// it has not heard from within half a node timeout and marks it failing a
 /// node timeout after that ping, so 1.5 timeouts after losing touch (plus
 /// a cron tick); the cluster is then down for it and every write refused.
-/// Two timeouts cover both with room. Outside a cluster nothing bounds
-/// the old primary here (Sentinel: `min-replicas-to-write` does, see
-/// docs/production.md). A guard turned off (0) stays off.
+/// Two timeouts cover both with room. Outside a cluster nothing the
+/// module sees bounds the old primary (with Sentinel, its
+/// `min-replicas-to-write` / `min-replicas-max-lag` do). A guard turned
+/// off (0) stays off.
 pub fn delay_after_promotion(full: Millis, cluster_node_timeout: Option<Millis>) -> Millis {
     if full == 0 {
         return 0;
