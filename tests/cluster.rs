@@ -205,3 +205,139 @@ fn no_hand_off_while_the_cluster_is_down() {
     );
     assert!(!cli(port, &["LOCK.STATUS", "job"]).contains("owner\nW"));
 }
+
+#[test]
+fn a_reshard_into_a_node_added_during_its_guard_moves_held_locks() {
+    // A new node starts with the restart guard (it cannot tell a new disk
+    // from a wiped one). MIGRATE's RESTORE of a held lock was refused as a
+    // new grant (`ERR Bad data format`), and the reshard stopped with the
+    // slot open: scaling out meant waiting out the guard first.
+    let nodes = cluster(3);
+    // `--cluster reshard` moves the source's lowest slots first; job:8553
+    // is in slot 0.
+    let (from, slot) = owner_of(&nodes, "job:8553");
+    assert_eq!(slot, "0");
+    let token = cli(
+        nodes[from].port,
+        &["LOCK.ACQUIRE", "job:8553", "alice", "60000"],
+    );
+    assert!(token.parse::<i64>().is_ok(), "{token}");
+    // The shipped defaults: the guard on, as long as the longest TTL.
+    let added = Server::bare(
+        &["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
+        &[],
+    );
+    let at = |n: &Server| format!("127.0.0.1:{}", n.port);
+    let added_to = std::process::Command::new("redis-cli")
+        .args(["--cluster", "add-node", &at(&added), &at(&nodes[0])])
+        .output()
+        .unwrap();
+    assert!(added_to.status.success(), "{added_to:?}");
+    assert!(
+        eventually(Duration::from_secs(20), || nodes
+            .iter()
+            .chain([&added])
+            .all(|n| cli(n.port, &["CLUSTER", "NODES"]).lines().count() == 4
+                && cli(n.port, &["CLUSTER", "INFO"])
+                    .contains("cluster_state:ok"))),
+        "the new node did not join"
+    );
+    let (from_id, to_id) = (
+        cli(nodes[from].port, &["CLUSTER", "MYID"]),
+        cli(added.port, &["CLUSTER", "MYID"]),
+    );
+    let resharded = std::process::Command::new("redis-cli")
+        .args(["--cluster", "reshard", &at(&nodes[from])])
+        .args(["--cluster-from", &from_id, "--cluster-to", &to_id])
+        .args(["--cluster-slots", "1", "--cluster-yes"])
+        .output()
+        .unwrap();
+    assert!(
+        resharded.status.success(),
+        "reshard: {}",
+        String::from_utf8_lossy(&resharded.stdout)
+    );
+    // The move is complete: the slot is the new node's, nothing is left.
+    assert_eq!(
+        cli(nodes[from].port, &["CLUSTER", "COUNTKEYSINSLOT", "0"]),
+        "0"
+    );
+    let moved = cli(nodes[from].port, &["LOCK.STATUS", "job:8553"]);
+    assert!(
+        moved.contains(&format!("MOVED 0 {}", at(&added))),
+        "{moved}"
+    );
+    // The lock arrived with its owner, token and TTL.
+    let (owner, got, ttl, _, _) = status(&mut added.conn(), "job:8553").expect("moved held");
+    assert_eq!(owner, b"alice");
+    assert_eq!(got.to_string(), token);
+    assert!(ttl > 0 && ttl <= 60_000, "ttl {ttl}");
+    // The guard still refuses new grants there: a free name in the same
+    // slot, and a client's RESTORE of a live lock into a served slot.
+    let new = cli(added.port, &["LOCK.ACQUIRE", "{job:8553}:b", "bob", "5000"]);
+    assert!(new.starts_with("TRYAGAIN"), "{new}");
+    let mut c = added.conn();
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("job:8553").query(&mut c).unwrap();
+    let restored: redis::RedisResult<()> = redis::cmd("RESTORE")
+        .arg("{job:8553}:copy")
+        .arg(0)
+        .arg(dump)
+        .query(&mut c);
+    assert!(restored.is_err(), "a RESTORE is a grant: refused");
+    assert!(added.log().contains("the restart guard refuses new locks"));
+    // The holder releases it on its new node.
+    assert_eq!(cli(added.port, &["LOCK.RELEASE", "job:8553", "alice"]), "1");
+}
+
+#[test]
+fn a_takeover_guard_outlasts_the_old_primary() {
+    // With CLUSTER FAILOVER TAKEOVER the old primary grants until it hears
+    // of the new epoch, while the guard counted from the promotion:
+    // re-grants at its end overlapped the old primary's last by 0-1 ms. The
+    // guard now adds twice the node timeout (2000 ms here) to its 1000 ms.
+    let nodes = cluster(3);
+    let (owner, _) = owner_of(&nodes, "job");
+    let replica = Server::with(
+        &["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"],
+        &["restart-delay-ms", "1000"],
+    );
+    let at = |port: u16| format!("127.0.0.1:{port}");
+    let primary_id = cli(nodes[owner].port, &["CLUSTER", "MYID"]);
+    let added = std::process::Command::new("redis-cli")
+        .args(["--cluster", "add-node", &at(replica.port)])
+        .arg(at(nodes[owner].port))
+        .args(["--cluster-slave", "--cluster-master-id", &primary_id])
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let mut r = replica.conn();
+    assert!(
+        eventually(Duration::from_secs(20), || info_field(
+            &mut r,
+            "replication",
+            "master_link_status"
+        ) == "up"),
+        "the replica did not sync"
+    );
+    assert_eq!(
+        cli(replica.port, &["CLUSTER", "FAILOVER", "TAKEOVER"]),
+        "OK"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || info_field(
+            &mut r,
+            "replication",
+            "role"
+        ) == "master"),
+        "not promoted"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || replica.log().contains(
+            "promoted to primary; restart guard on: new locks refused (TRYAGAIN) for 5000 ms"
+        )),
+        "{}",
+        replica.log()
+    );
+    let refused = cli(replica.port, &["LOCK.ACQUIRE", "job", "bob", "5000"]);
+    assert!(refused.starts_with("TRYAGAIN"), "{refused}");
+}

@@ -687,7 +687,8 @@ fn take_back(context: &Context, entry: (i32, Box<[u8]>, Box<[u8]>, u64)) {
 }
 
 /// A context for timers armed outside any command or event (the data
-/// type's unlink callback); created once at load, never freed.
+/// type's unlink callback), and for the cluster check of a lock a RESTORE
+/// loads (`served_elsewhere`); created once at load, never freed.
 static TIMER_CTX: std::sync::atomic::AtomicPtr<raw::RedisModuleCtx> =
     std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
 
@@ -697,6 +698,17 @@ pub fn init_timer_context(ctx: RawCtx) {
     // the module and only serves as the owner of timers.
     let detached = unsafe { api!(RedisModule_GetDetachedThreadSafeContext)(ctx) };
     TIMER_CTX.store(detached, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether a cluster node serves the slot of key `name` elsewhere (another
+/// node, or one it is importing and does not own yet), as the server's
+/// redirection rules say for a client without ASKING. Asked through the
+/// detached context: the data type's load callbacks have no client to call
+/// a command with. Outside cluster mode, or when the cluster is down: false.
+pub fn served_elsewhere(name: RawString) -> bool {
+    let ctx = TIMER_CTX.load(std::sync::atomic::Ordering::Relaxed);
+    !ctx.is_null()
+        && Ctx(ctx).may_write_key(name) == Err(crate::glue::ffi::ClusterRefusal::Elsewhere)
 }
 
 /// A lock value left the keyspace (DEL, UNLINK, overwritten, RENAME or MOVE

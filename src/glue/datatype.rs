@@ -119,7 +119,7 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
             let holds = raw::load_unsigned(io).map_err(short)?;
             let lock = lock::from_stored(owner, token, remaining, holds, &limits, now)?;
             match source {
-                Source::Primary => restore_is_a_grant(&lock, now)?,
+                Source::Primary => restore_is_a_grant(io, &lock, now)?,
                 Source::Replica
                     if lock.token > fencing::replay_ceiling(crate::glue::ffi::wall_micros()) =>
                 {
@@ -201,18 +201,45 @@ impl Source {
 /// A client's RESTORE creates a lock, so it follows what a grant follows:
 /// a token within the fencing rule (at most 60 s above the clock), so that
 /// no payload can push the counter out of reach of a restart (fencing.rs),
-/// and, for a live lock, not while the restart guard refuses new locks. An
+/// and, for a live lock, not while the restart guard refuses new locks,
+/// unless a slot migration carries it in (`arrives_by_migration`). An
 /// expired one (TTL 0) grants nothing and is taken as it is: MIGRATE moves
 /// a lock that expired but was not reaped yet, and refusing it aborted a
 /// cluster reshard with its slot half moved (an attack run, 55a45f8).
-fn restore_is_a_grant(lock: &Lock, now: lock::Millis) -> Result<(), &'static str> {
+fn restore_is_a_grant(
+    io: *mut raw::RedisModuleIO,
+    lock: &Lock,
+    now: lock::Millis,
+) -> Result<(), &'static str> {
     if lock.token > fencing::fence_ceiling(crate::glue::ffi::wall_micros()) {
         return Err("token more than 60 s above the server's clock");
     }
-    if !lock.is_expired(now) && crate::rules::guard::remaining(now).is_some() {
+    if !lock.is_expired(now)
+        && crate::rules::guard::remaining(now).is_some()
+        && !arrives_by_migration(io)
+    {
         return Err("the restart guard refuses new locks");
     }
     Ok(())
+}
+
+/// Whether a RESTORE brings its lock in by a cluster slot migration: this
+/// node does not serve the key's slot yet, so the RESTORE got here only
+/// with ASKING into a slot it imports, which is what `MIGRATE` sends. The
+/// lock then moves from the slot's owner, which deletes it as it arrives:
+/// the same holder keeps the same grant, nobody gets a new one, and the
+/// source alone could have granted that key until now. The guard is about
+/// grants this node made and forgot (a restart) or never saw (a
+/// promotion); a key of a slot it is only now taking over holds neither,
+/// so refusing it only broke `redis-cli --cluster reshard` into a node
+/// just added (2026-11-28: `ERR Bad data format`, the slot left open). A
+/// RESTORE into a slot this node serves is still a grant and still
+/// refused; so is one while the cluster is down (nothing to go by).
+fn arrives_by_migration(io: *mut raw::RedisModuleIO) -> bool {
+    // SAFETY: io is the live IO handle of this rdb_load call; the name (if
+    // any) is the key being restored and lives as long as the call.
+    let name = unsafe { crate::glue::ffi::api!(RedisModule_GetKeyNameFromIO)(io) };
+    !name.is_null() && crate::glue::blocking::served_elsewhere(name.cast_mut())
 }
 
 fn log_refusal(io: *mut raw::RedisModuleIO, why: &str) {

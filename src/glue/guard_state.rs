@@ -134,7 +134,10 @@ pub fn arm(ctx: &Context, armed: Armed) {
     let (delay, reason) = match armed {
         Armed::Loaded => guard::delay_after_load(complete, full, found, now),
         Armed::Started => (full, guard::Reason::Incomplete),
-        Armed::Promoted => (full, guard::Reason::FromReplica),
+        Armed::Promoted => (
+            guard::delay_after_promotion(full, cluster_node_timeout(ctx)),
+            guard::Reason::FromReplica,
+        ),
     };
     guard::arm(delay);
     // A taint is spent by the full guard it forces: once that has passed,
@@ -191,6 +194,14 @@ fn aof_rewrite_pending(ctx: &Context) -> bool {
     ["aof_rewrite_in_progress", "aof_rewrite_scheduled"]
         .iter()
         .any(|field| info.field(field).is_some_and(|v| v.as_slice() != b"0"))
+}
+
+/// `cluster-node-timeout` in ms, in cluster mode (None outside one).
+fn cluster_node_timeout(ctx: &Context) -> Option<crate::rules::lock::Millis> {
+    if !super::ffi::Ctx(ctx.ctx).in_cluster() {
+        return None;
+    }
+    server_config(ctx, "cluster-node-timeout").parse().ok()
 }
 
 fn is_replica(ctx: &Context) -> bool {

@@ -193,6 +193,30 @@ pub fn delay_after_load(
     }
 }
 
+/// The guard of a replica promoted to primary: the full guard, and in a
+/// cluster twice `cluster-node-timeout` on top. The full guard lets every
+/// lock the old primary granted up to the promotion expire; but the old
+/// primary goes on granting until it stops serving the slots, and with
+/// `CLUSTER FAILOVER TAKEOVER` (no agreement with it first) that is later
+/// than the promotion (2026-11-28: re-grants at the end of the guard
+/// overlapped its last grants by 0-1 ms). It stops when it hears of the
+/// new primary's higher epoch: from the new primary's broadcast at once, or
+/// from any node it still talks to (an UPDATE). Cut off from them, it
+/// stops when it sees the majority of primaries time out: it pings a node
+/// it has not heard from within half a node timeout and marks it failing a
+/// node timeout after that ping, so 1.5 timeouts after losing touch (plus
+/// a cron tick); the cluster is then down for it and every write refused.
+/// Two timeouts cover both with room. Outside a cluster nothing the
+/// module sees bounds the old primary (with Sentinel, its
+/// `min-replicas-to-write` / `min-replicas-max-lag` do). A guard turned
+/// off (0) stays off.
+pub fn delay_after_promotion(full: Millis, cluster_node_timeout: Option<Millis>) -> Millis {
+    if full == 0 {
+        return 0;
+    }
+    full.saturating_add(cluster_node_timeout.map_or(0, |t| t.saturating_mul(2)))
+}
+
 /// Why a guard is on when the data itself cannot tell: a promoted replica,
 /// or an AOF written while this server was one.
 pub const FROM_A_REPLICA: &str = "a replica's data may lack its primary's latest grants";
@@ -266,6 +290,14 @@ mod tests {
         assert!(tainted.contains("incomplete") && !tainted.contains("holds every grant"));
         let unknown = describe("AOF loaded", 5000, Reason::NoMarker);
         assert!(unknown.contains("missing or unreadable"), "{unknown}");
+    }
+
+    #[test]
+    fn a_promotion_in_a_cluster_outlasts_the_old_primary() {
+        assert_eq!(delay_after_promotion(600_000, None), 600_000);
+        assert_eq!(delay_after_promotion(600_000, Some(15_000)), 630_000);
+        assert_eq!(delay_after_promotion(0, Some(15_000)), 0, "off stays off");
+        assert_eq!(delay_after_promotion(u64::MAX, Some(u64::MAX)), u64::MAX);
     }
 
     #[test]
