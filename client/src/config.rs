@@ -170,7 +170,12 @@ impl Builder {
             return bad("at least one server URL is needed");
         }
         let mut endpoints: Vec<(&str, Endpoint)> = Vec::new();
+        let mut groups = crate::sentinel::Groups::default();
         for url in &self.urls {
+            if crate::sentinel::is_sentinel(url) {
+                groups.add(url).map_err(Error::Config)?;
+                continue;
+            }
             let info = match redis::Client::open(url.as_str()) {
                 // Port 0 parses, and then never connects: a server down
                 // for good, counted against the quorum.
