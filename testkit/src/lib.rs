@@ -4,6 +4,7 @@
 pub mod chaos;
 pub mod proxy;
 pub mod resp_proxy;
+pub mod sentinel_group;
 pub mod server;
 pub mod shim;
 
