@@ -195,3 +195,44 @@ async fn bad_sentinel_urls_are_configuration_errors() {
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
+
+/// The CLI takes the same URLs: `run` takes the lock on the group's
+/// primary, `status` shows a lock held there; a URL without a service name exits
+/// 78 (bad settings), a service the sentinels do not know too.
+#[test]
+fn the_cli_takes_sentinel_urls() {
+    let group = SentinelGroup::start(&[]);
+    let cli = |servers: &str, args: &[&str]| {
+        std::process::Command::new(workspace_binary("redis-lock"))
+            .env("REDIS_LOCK_SERVERS", servers)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let granted = || command_calls(&mut group.data[0].conn(), "lock.acquire");
+    let before = granted();
+    let out = cli(&group.url(0), &["run", "job", "--", "sh", "-c", "exit 7"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(granted() > before, "the primary granted it");
+
+    int(&mut group.data[0].conn(), "LOCK.ACQUIRE held stuck 30000");
+    let out = cli(&group.url(1), &["status", "held"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("owner=stuck"),
+        "{text}"
+    );
+
+    let no_service = format!("redis+sentinel://127.0.0.1:{}", group.sentinels[0].port);
+    let out = cli(&no_service, &["run", "job", "--", "true"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("no service name"), "{stderr}");
+
+    let unknown = format!("{no_service}/nosuch");
+    let out = cli(&unknown, &["run", "job", "--wait", "30s", "--", "true"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("nosuch"), "{stderr}");
+}
