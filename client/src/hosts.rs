@@ -19,7 +19,9 @@ use std::ffi::CString;
 /// failed otherwise). Blocks on the system resolver.
 pub fn unknown_host<S: AsRef<str>>(urls: &[S]) -> Option<String> {
     urls.iter().find_map(|url| {
-        let info = url.as_ref().into_connection_info().ok()?;
+        // A Sentinel URL's host is its sentinel's.
+        let sentinel = crate::sentinel::first_sentinel_of(url.as_ref());
+        let info = sentinel.or_else(|| url.as_ref().into_connection_info().ok())?;
         let host = match info.addr() {
             ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
             _ => return None,
@@ -68,6 +70,10 @@ mod tests {
                 "redis://127.0.0.1:1/",
                 "redis://no-such.invalid:2/"
             ])),
+            Some("no-such.invalid".to_string())
+        );
+        assert_eq!(
+            unknown_host(&urls(&["redis+sentinel://no-such.invalid:2/locks"])),
             Some("no-such.invalid".to_string())
         );
     }

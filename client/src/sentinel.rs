@@ -147,6 +147,12 @@ impl SentinelUrl {
     }
 }
 
+/// The connection settings of the sentinel a Sentinel URL names (None:
+/// another scheme, or a URL that does not parse).
+pub(crate) fn first_sentinel_of(url: &str) -> Option<redis::ConnectionInfo> {
+    is_sentinel(url).then(|| SentinelUrl::parse(url).ok().map(|u| u.first_sentinel()))?
+}
+
 /// `ip:port` as a URL writes it (an IPv6 address in brackets).
 fn join(ip: &str, port: &str) -> String {
     if ip.contains(':') && !ip.starts_with('[') {
