@@ -236,3 +236,40 @@ fn the_cli_takes_sentinel_urls() {
     assert_eq!(out.status.code(), Some(78), "{stderr}");
     assert!(stderr.contains("nosuch"), "{stderr}");
 }
+
+/// `user:pass` authenticate the data servers; the sentinels (no
+/// `requirepass` here) are asked without them. A user whose ACL lacks
+/// `ROLE` is told so at once.
+#[tokio::test]
+async fn credentials_go_to_the_data_servers_and_role_is_needed() {
+    let group = SentinelGroup::start(&[]);
+    let acl = "ACL SETUSER locker on >s3cret resetkeys ~* -@all +ping +lock.acquire \
+               +lock.release +lock.extend +lock.status +lock.fence +lock.serverid +time";
+    for s in &group.data {
+        q(&mut s.conn(), acl).unwrap();
+    }
+    let port = group.sentinels[0].port;
+    let url = format!("redis+sentinel://locker:s3cret@127.0.0.1:{port}/{SERVICE}");
+    match locker(&[url.clone()])
+        .lock("job", Duration::from_secs(30))
+        .await
+    {
+        Err(Error::Rejected { message, .. }) => assert!(message.contains("+role"), "{message}"),
+        other => panic!("expected a refusal naming +role, got {other:?}"),
+    }
+    for s in &group.data {
+        q(&mut s.conn(), "ACL SETUSER locker +role").unwrap();
+    }
+    let locker = locker(&[url]);
+    let lock = locker.try_lock("job").await.unwrap();
+    let (owner, ..) = status(&mut group.data[0].conn(), "job").unwrap();
+    assert_eq!(owner, lock.owner().as_bytes());
+    locker.unlock(&lock).await.unwrap();
+    let wrong = format!("redis+sentinel://locker:nope@127.0.0.1:{port}/{SERVICE}");
+    assert!(matches!(
+        self::locker(&[wrong])
+            .lock("job", Duration::from_secs(30))
+            .await,
+        Err(Error::Rejected { .. })
+    ));
+}

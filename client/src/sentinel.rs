@@ -177,6 +177,14 @@ fn wants_credentials(e: &RedisError) -> bool {
     e.code() == Some("NOAUTH") || e.kind() == ErrorKind::AuthenticationFailed
 }
 
+/// The server refused the client (wrong password, an ACL without ROLE).
+fn refused(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::InvalidClientConfig | ErrorKind::AuthenticationFailed
+    ) || matches!(e.code(), Some("WRONGPASS" | "NOPERM"))
+}
+
 /// A failure to find the primary (a transient one: the next connect asks again).
 fn no_primary(detail: String) -> RedisError {
     RedisError::from((ErrorKind::Client, "no primary found", detail))
@@ -265,6 +273,9 @@ impl Group {
                             self.discover(sentinel.clone());
                             return Ok((c, generation));
                         }
+                        // The primary refused these credentials or this
+                        // user: retrying will not help.
+                        Err(e) if refused(&e) => return Err(e),
                         Err(e) => why.push(format!("{addr} (named by sentinel {sentinel}): {e}")),
                     }
                     tried.push(addr);
@@ -353,7 +364,21 @@ impl Group {
         let mut c = Client::open(info)?
             .get_multiplexed_async_connection_with_config(config)
             .await?;
-        let role = redis::cmd("ROLE").query_async::<Value>(&mut c).await?;
+        let role = match redis::cmd("ROLE").query_async::<Value>(&mut c).await {
+            // Every connect asks it: without it no lock is ever granted.
+            Err(e) if e.code() == Some("NOPERM") => {
+                return Err(RedisError::from((
+                    ErrorKind::InvalidClientConfig,
+                    "ROLE refused",
+                    format!(
+                        "grant this user +role (a Sentinel node checks that the server \
+                         the sentinels name is the primary): {}",
+                        describe(&e)
+                    ),
+                )))
+            }
+            reply => reply?,
+        };
         match role {
             Value::Array(v) if v.first().and_then(text).as_deref() == Some("master") => Ok(c),
             Value::Array(v) => Err(no_primary(format!(
