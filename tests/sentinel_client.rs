@@ -250,7 +250,7 @@ async fn credentials_go_to_the_data_servers_and_role_is_needed() {
     }
     let port = group.sentinels[0].port;
     let url = format!("redis+sentinel://locker:s3cret@127.0.0.1:{port}/{SERVICE}");
-    match locker(&[url.clone()])
+    match locker(std::slice::from_ref(&url))
         .lock("job", Duration::from_secs(30))
         .await
     {
