@@ -129,19 +129,20 @@ async fn a_demoted_primarys_readonly_sends_the_client_to_the_new_one() {
 #[tokio::test]
 async fn a_sentinel_group_votes_beside_single_servers() {
     let group = SentinelGroup::start(&[]);
-    let singles = Server::start_n(2);
+    let mut singles = Server::start_n(2);
     let mut all = vec![group.url(0)];
     all.extend(urls(&singles));
     let locker = locker(&all);
     let lock = locker.try_lock("job").await.unwrap();
-    assert!(status(&mut group.data[0].conn(), "job").is_some());
-    for s in &singles {
-        assert!(status(&mut s.conn(), "job").is_some());
-    }
     locker.unlock(&lock).await.unwrap();
-    // The group alone does not make a majority: with both singles down,
-    // no lock.
-    drop(singles);
+    // One single down: the majority needs the group's vote.
+    singles[1].kill();
+    let lock = locker.try_lock("job").await.unwrap();
+    let (owner, ..) = status(&mut group.data[0].conn(), "job").expect("the group granted");
+    assert_eq!(owner, lock.owner().as_bytes());
+    locker.unlock(&lock).await.unwrap();
+    // Both singles down: the group alone is one vote of three.
+    singles[0].kill();
     match locker.try_lock("job").await {
         Err(Error::NoQuorum { granted, .. }) => assert!(granted <= 1),
         other => panic!("expected NoQuorum, got {other:?}"),
