@@ -274,3 +274,25 @@ async fn credentials_go_to_the_data_servers_and_role_is_needed() {
         Err(Error::Rejected { .. })
     ));
 }
+
+/// The URL names one sentinel; the node learns the others
+/// (`SENTINEL SENTINELS`) and finds the primary through them once that one
+/// is gone. (Two worker threads: the node learns them in a task of its
+/// own, which runs while this thread kills the first sentinel.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_other_sentinels_are_found_and_asked_when_the_first_is_gone() {
+    let mut group = SentinelGroup::start(&[]);
+    let locker = locker(&[group.url(0)]);
+    let lock = locker.try_lock("job").await.unwrap();
+    locker.unlock(&lock).await.unwrap();
+    drop(group.sentinels.remove(0));
+    // The client's connection closed: its next lock looks the primary up.
+    q(
+        &mut group.data[0].conn(),
+        "CLIENT KILL TYPE normal SKIPME yes",
+    )
+    .unwrap();
+    let lock = locker.lock("job", Duration::from_secs(10)).await.unwrap();
+    assert!(status(&mut group.data[0].conn(), "job").is_some());
+    locker.unlock(&lock).await.unwrap();
+}
