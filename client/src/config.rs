@@ -170,7 +170,12 @@ impl Builder {
             return bad("at least one server URL is needed");
         }
         let mut endpoints: Vec<(&str, Endpoint)> = Vec::new();
+        let mut groups = crate::sentinel::Groups::default();
         for url in &self.urls {
+            if crate::sentinel::is_sentinel(url) {
+                groups.add(url).map_err(Error::Config)?;
+                continue;
+            }
             // A cluster is checked as its seed (`cluster.rs`).
             let seed = crate::cluster::seed_url(url)
                 .map_err(|why| Error::Config(format!("bad server URL {url:?}: {why}")))?;

@@ -19,13 +19,18 @@ use std::ffi::CString;
 /// failed otherwise). Blocks on the system resolver.
 pub fn unknown_host<S: AsRef<str>>(urls: &[S]) -> Option<String> {
     urls.iter().find_map(|url| {
-        // A cluster is looked up by its seed.
+        // A Sentinel URL's host is its sentinel's; a cluster is looked up
+        // by its seed.
+        let sentinel = crate::sentinel::first_sentinel_of(url.as_ref());
         let seed = crate::cluster::seed_url(url.as_ref()).ok().flatten();
-        let info = seed
-            .as_deref()
-            .unwrap_or(url.as_ref())
-            .into_connection_info()
-            .ok()?;
+        let info = match sentinel {
+            Some(info) => info,
+            None => seed
+                .as_deref()
+                .unwrap_or(url.as_ref())
+                .into_connection_info()
+                .ok()?,
+        };
         let host = match info.addr() {
             ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
             _ => return None,
@@ -78,6 +83,10 @@ mod tests {
         );
         assert_eq!(
             unknown_host(&urls(&["redis+cluster://no-such.invalid:2/"])),
+            Some("no-such.invalid".to_string())
+        );
+        assert_eq!(
+            unknown_host(&urls(&["redis+sentinel://no-such.invalid:2/locks"])),
             Some("no-such.invalid".to_string())
         );
     }

@@ -65,6 +65,7 @@ mod pending;
 pub mod quorum;
 mod reachable;
 mod round;
+mod sentinel;
 mod server_clock;
 mod server_ids;
 mod slots;

@@ -3,6 +3,7 @@
 //! pool of dedicated connections for blocking calls (`LOCK.ACQUIRE ... WAIT`).
 
 use crate::cluster::Cluster;
+use crate::sentinel::{self, Group};
 use crate::server_clock::ServerClock;
 use crate::server_ids::{self, SameServers, ServerTag};
 use redis::aio::MultiplexedConnection;
@@ -136,6 +137,9 @@ pub struct Node {
     /// host:port, for messages (never the password).
     pub name: String,
     client: Client,
+    /// A Sentinel group's node: its server is the group's primary, looked
+    /// up at each connect (`sentinel.rs`); `client` then names the sentinel.
+    group: Option<Arc<Group>>,
     /// The shared connection; a plain mutex held only to clone it (every
     /// request passes here, an async mutex costs more).
     conn: std::sync::Mutex<Option<Driven>>,
@@ -193,16 +197,24 @@ struct Driven {
     id: usize,
     /// The server it reached, as it said (None: it cannot say).
     server: Option<ServerTag>,
+    /// A Sentinel node's: the group's generation when it was opened (a
+    /// connection opened before the primary moved is not used).
+    generation: u64,
 }
 
 impl Driven {
     /// Opened on the current runtime.
-    fn here(conn: MultiplexedConnection, id: usize, server: Option<ServerTag>) -> Driven {
+    fn here(
+        (conn, generation): (MultiplexedConnection, u64),
+        id: usize,
+        server: Option<ServerTag>,
+    ) -> Driven {
         Driven {
             conn,
             runtime: RuntimeWatch::here(),
             id,
             server,
+            generation,
         }
     }
 }
@@ -238,6 +250,16 @@ impl RuntimeWatch {
 impl Node {
     /// A node of the Locker whose nodes share `same`.
     pub(crate) fn new(url: &str, same: Arc<SameServers>) -> Node {
+        if sentinel::is_sentinel(url) {
+            let parsed = sentinel::SentinelUrl::parse(url).expect("URL validated by the builder");
+            let client = Client::open(parsed.first_sentinel()).expect("URL validated");
+            let group = Arc::new(Group::new(parsed));
+            return Node {
+                name: group.name(),
+                group: Some(group),
+                ..Node::of(client, same)
+            };
+        }
         if let Ok(Some(seed)) = crate::cluster::seed_url(url) {
             let info = seed
                 .into_connection_info()
@@ -261,9 +283,14 @@ impl Node {
         // on connections that wait long (a WAIT).
         let info = info.set_tcp_settings(TcpSettings::default().set_keepalive(TcpKeepalive::new()));
         let client = Client::open(info).expect("URL validated by the builder");
+        Node::of(client, same)
+    }
+
+    fn of(client: Client, same: Arc<SameServers>) -> Node {
         Node {
             name: crate::endpoint::node_name(client.get_connection_info()),
             client,
+            group: None,
             conn: std::sync::Mutex::new(None),
             connecting: Mutex::new(()),
             idle: std::sync::Mutex::new(Vec::new()),
@@ -298,7 +325,7 @@ impl Node {
     fn cached(&self) -> Option<SharedConn> {
         let mut slot = self.conn.lock().expect("connection slot");
         match slot.as_ref() {
-            Some(open) if open.runtime.is_up() => {
+            Some(open) if open.runtime.is_up() && self.current(open) => {
                 Some((open.conn.clone(), open.id, open.server.clone()))
             }
             Some(_) => {
@@ -317,7 +344,7 @@ impl Node {
         }
         let slot = self.conn.lock().expect("connection slot");
         slot.as_ref()
-            .filter(|open| open.runtime.is_up())
+            .filter(|open| open.runtime.is_up() && self.current(open))
             .map(|open| open.id)
     }
 
@@ -328,7 +355,46 @@ impl Node {
             return c.is_connected();
         }
         let slot = self.conn.lock().expect("connection slot");
-        slot.as_ref().is_some_and(|open| open.runtime.is_up())
+        slot.as_ref()
+            .is_some_and(|open| open.runtime.is_up() && self.current(open))
+    }
+
+    /// Not opened before its Sentinel group's primary moved.
+    fn current(&self, open: &Driven) -> bool {
+        (self.group.as_ref()).is_none_or(|g| g.generation() == open.generation)
+    }
+
+    /// A new connection to the server: the URL's, or a Sentinel group's
+    /// primary (with the group's generation; 0 for a plain node).
+    async fn open(&self) -> redis::RedisResult<(MultiplexedConnection, u64)> {
+        match &self.group {
+            None => (self.client)
+                .get_multiplexed_async_connection_with_config(&unbounded())
+                .await
+                .map(|c| (c, 0)),
+            Some(group) => group.open_primary(&unbounded()).await,
+        }
+    }
+
+    /// `e` says a Sentinel node's connection reached a replica: the
+    /// group's primary moved (a failover), so every connection opened so
+    /// far is stale. Nothing ran: the request may be sent again.
+    fn moved_away(&self, e: &RedisError) -> bool {
+        let group = self.group.as_ref().filter(|_| sentinel::is_readonly(e));
+        group.inspect(|g| g.moved()).is_some()
+    }
+
+    /// `e` as a failure; a READONLY of a Sentinel node passes (the next
+    /// connect finds the new primary).
+    fn classify(&self, e: RedisError) -> Failure {
+        match &self.group {
+            Some(g) if sentinel::is_readonly(&e) => Failure::Transient(format!(
+                "{} (the primary of {} moved: asking the sentinels again)",
+                describe(&e),
+                g.name()
+            )),
+            _ => classify(e),
+        }
     }
 
     /// The shared connection, opened if needed. Opening is boxed apart:
@@ -371,13 +437,10 @@ impl Node {
         if let Some(open) = self.cached() {
             return Ok(open);
         }
-        let mut c = self
-            .client
-            .get_multiplexed_async_connection_with_config(&unbounded())
-            .await?;
+        let (mut c, generation) = self.open().await?;
         let server = self.identify(&mut c).await?;
         let id = self.opened.fetch_add(1, Ordering::Relaxed);
-        let open = Driven::here(c.clone(), id, server.clone());
+        let open = Driven::here((c.clone(), generation), id, server.clone());
         *self.conn.lock().expect("connection slot") = Some(open);
         // Kept before the clock is read: a request's timeout cuts this
         // short, and a connection opened whose TIME reply came after the
@@ -475,13 +538,9 @@ impl Node {
             return c.query(cmd, false, Some(&refuse)).await;
         }
         let open = || async {
-            let mut c = Box::pin(
-                self.client
-                    .get_multiplexed_async_connection_with_config(&unbounded()),
-            )
-            .await?;
+            let (mut c, generation) = Box::pin(self.open()).await?;
             let server = Box::pin(self.identify(&mut c)).await?;
-            Ok::<_, RedisError>(Driven::here(c, 0, server))
+            Ok::<_, RedisError>(Driven::here((c, generation), 0, server))
         };
         let mut conn = match self.pooled() {
             Some(c) => c,
@@ -503,10 +562,10 @@ impl Node {
             }
         };
         let server = conn.server.clone();
-        if !matches!(&reply, Err(e) if broken(e)) {
+        if !matches!(&reply, Err(e) if broken(e) || self.moved_away(e)) {
             self.give_back(conn);
         }
-        reply.map(|v| (v, server)).map_err(classify)
+        reply.map(|v| (v, server)).map_err(|e| self.classify(e))
     }
 
     /// A dedicated connection back to the pool (closed if it is full).
@@ -522,7 +581,7 @@ impl Node {
     fn pooled(&self) -> Option<Driven> {
         let mut idle = self.idle.lock().expect("pool lock");
         while let Some(c) = idle.pop() {
-            if c.runtime.is_up() {
+            if c.runtime.is_up() && self.current(&c) {
                 return Some(c);
             }
         }
@@ -552,6 +611,7 @@ impl Node {
             return c.query(cmd, resend, None).await;
         }
         let mut resent = false;
+        let mut moved = false;
         loop {
             let mut used = None;
             // Read before sending: only a reply to a request sent after the
@@ -581,11 +641,14 @@ impl Node {
                         self.forget(dead);
                     }
                     if resent || !resend || e.is_connection_refusal() {
-                        return Err(classify(e));
+                        return Err(self.classify(e));
                     }
                     resent = true;
                 }
-                Err(e) => return Err(classify(e)),
+                // A Sentinel node's primary was demoted: the request did
+                // not run, so it goes once more, to the new primary.
+                Err(e) if !moved && self.moved_away(&e) => moved = true,
+                Err(e) => return Err(self.classify(e)),
             }
         }
     }

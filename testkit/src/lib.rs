@@ -5,6 +5,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod proxy;
 pub mod resp_proxy;
+pub mod sentinel_group;
 pub mod server;
 pub mod shim;
 

@@ -1,0 +1,629 @@
+//! A Sentinel group as one node (one vote): `redis+sentinel://[user:pass@]
+//! host:port/service-name` (`rediss+sentinel://` for TLS). The node's
+//! server is the group's primary, looked up through the sentinels each
+//! time the node opens a connection, never on the request path: a request
+//! costs one atomic load more than on a plain node.
+//!
+//! The primary is found anew after a failover, seen as
+//! - a broken or refused connection (the old primary died, or the sentinels
+//!   closed its clients when they reconfigured it: `CLIENT KILL TYPE normal`);
+//! - a `-READONLY` reply (a connection that reached the old primary after
+//!   it was demoted): nothing ran, so the request is sent again at once;
+//! - the `+switch-master` event, to which each node subscribes on one
+//!   sentinel: the old primary may stay writable for seconds after the
+//!   switch (until the sentinels convert it), and a grant there would be
+//!   lost when it becomes a replica.
+//!
+//! An address a sentinel names is used only once the server there says it
+//! is a primary (`ROLE`): a sentinel that has not yet learnt of a failover
+//! names the old one. The sentinels are asked together and the first
+//! address that is a primary wins.
+//!
+//! Credentials: `user:pass` authenticate the data servers (where `LOCK.*`
+//! runs). The sentinels are asked without credentials, and with the same
+//! ones if a sentinel answers `NOAUTH` (a sentinel with `requirepass` set
+//! to the data servers' password, as `sentinel auth-pass` usually is).
+
+use crate::node::describe;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use redis::aio::MultiplexedConnection;
+use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
+use redis::{AsyncConnectionConfig, Client, ErrorKind, IntoConnectionInfo, RedisError};
+use redis::{RedisResult, ServerErrorKind, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Sentinels listen here unless the URL says otherwise.
+const SENTINEL_PORT: u16 = 26379;
+
+/// A sentinel URL, split into what every derived URL is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SentinelUrl {
+    /// `redis` or `rediss`: the scheme of the sentinels and the data servers.
+    scheme: &'static str,
+    /// `user:pass@`, or empty (as written: percent-encoding kept).
+    userinfo: String,
+    /// `host:port` of the sentinel the URL names.
+    host_port: String,
+    /// The group's name in the sentinels' configuration.
+    pub(crate) service: String,
+    /// A `?query` or `#fragment` after the name, carried to every derived
+    /// URL (e.g. `#insecure` for TLS).
+    tail: String,
+}
+
+/// Whether `url` has a sentinel scheme (whatever else is wrong with it).
+pub(crate) fn is_sentinel(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(scheme, _)| {
+        let scheme = scheme.to_ascii_lowercase();
+        scheme == "redis+sentinel" || scheme == "rediss+sentinel"
+    })
+}
+
+impl SentinelUrl {
+    /// Parse a URL with a sentinel scheme; Err says what is wrong, in words.
+    pub(crate) fn parse(url: &str) -> Result<SentinelUrl, String> {
+        let (scheme, rest) = url.split_once("://").ok_or("no scheme")?;
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "redis+sentinel" => "redis",
+            "rediss+sentinel" => "rediss",
+            other => return Err(format!("scheme {other:?} is not a sentinel scheme")),
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let after = &rest[authority.len()..];
+        let path_end = after.find(['?', '#']).unwrap_or(after.len());
+        let (path, tail) = after.split_at(path_end);
+        let (userinfo, host_port) = match authority.rsplit_once('@') {
+            Some((user, host)) => (format!("{user}@"), host),
+            None => (String::new(), authority),
+        };
+        // A port after the host (or after an IPv6 address's ']'), else 26379.
+        let has_port = match host_port.rsplit_once(']') {
+            Some((_, after)) => after.starts_with(':'),
+            None => host_port.contains(':'),
+        };
+        let host_port = if has_port || host_port.is_empty() {
+            host_port.to_string()
+        } else {
+            format!("{host_port}:{SENTINEL_PORT}")
+        };
+        let service = path.strip_prefix('/').unwrap_or(path);
+        let form = "write redis+sentinel://[user:pass@]host:port/service-name";
+        if service.is_empty() {
+            return Err(format!("no service name: {form}"));
+        }
+        if service.contains('/') {
+            return Err(format!(
+                "{service:?} is not one service name (a Sentinel group's lock space is \
+                 its primary's db 0; no db can be given): {form}"
+            ));
+        }
+        let parsed = SentinelUrl {
+            scheme,
+            userinfo,
+            host_port,
+            service: service.to_string(),
+            tail: tail.to_string(),
+        };
+        // The sentinel's address and the credentials, as the redis crate
+        // reads them (the same problems named as for a plain URL).
+        let sentinel = parsed.data_url(&parsed.host_port);
+        if let Err(e) = sentinel.as_str().into_connection_info() {
+            let why = crate::url_problem::url_problem(&sentinel).unwrap_or_else(|| e.to_string());
+            return Err(why.replace(&parsed.userinfo, ""));
+        }
+        if crate::endpoint::port(&parsed.sentinel_info(&parsed.host_port, false)) == Some(0) {
+            return Err("port 0 is not a port number (1-65535)".into());
+        }
+        Ok(parsed)
+    }
+
+    /// The URL of the data server at `addr` (db 0, with the credentials).
+    fn data_url(&self, addr: &str) -> String {
+        format!("{}://{}{addr}/0{}", self.scheme, self.userinfo, self.tail)
+    }
+
+    /// The connection settings of the sentinel at `addr`, with or without
+    /// the URL's credentials.
+    fn sentinel_info(&self, addr: &str, with_credentials: bool) -> redis::ConnectionInfo {
+        let user = if with_credentials { &self.userinfo } else { "" };
+        let url = format!("{}://{user}{addr}{}", self.scheme, self.tail);
+        url.as_str()
+            .into_connection_info()
+            .expect("checked when parsed")
+    }
+
+    /// The sentinel named in the URL, for the builder's check that a group
+    /// is not listed twice.
+    pub(crate) fn first_sentinel(&self) -> redis::ConnectionInfo {
+        self.sentinel_info(&self.host_port, false)
+    }
+
+    /// `host:port/service`, the name the node goes by in messages.
+    pub(crate) fn name(&self) -> String {
+        format!("{}/{}", self.host_port, self.service)
+    }
+}
+
+/// The connection settings of the sentinel a Sentinel URL names (None:
+/// another scheme, or a URL that does not parse).
+pub(crate) fn first_sentinel_of(url: &str) -> Option<redis::ConnectionInfo> {
+    is_sentinel(url).then(|| SentinelUrl::parse(url).ok().map(|u| u.first_sentinel()))?
+}
+
+/// `ip:port` as a URL writes it (an IPv6 address in brackets).
+fn join(ip: &str, port: &str) -> String {
+    if ip.contains(':') && !ip.starts_with('[') {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    }
+}
+
+/// A short text as the sentinels send them.
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+/// A sentinel asked for credentials it was not given.
+fn wants_credentials(e: &RedisError) -> bool {
+    e.code() == Some("NOAUTH") || e.kind() == ErrorKind::AuthenticationFailed
+}
+
+/// The server refused the client (wrong password, an ACL without ROLE).
+fn refused(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::InvalidClientConfig | ErrorKind::AuthenticationFailed
+    ) || matches!(e.code(), Some("WRONGPASS" | "NOPERM"))
+}
+
+/// A failure to find the primary (a transient one: the next connect asks again).
+fn no_primary(detail: String) -> RedisError {
+    RedisError::from((ErrorKind::Client, "no primary found", detail))
+}
+
+/// The group behind one sentinel node.
+pub(crate) struct Group {
+    url: SentinelUrl,
+    /// The sentinels known (`host:port`): the URL's, and those the sentinels
+    /// named (`SENTINEL SENTINELS`).
+    sentinels: Mutex<Vec<String>>,
+    /// Bumped whenever the primary is known to have moved: connections
+    /// opened before are dropped rather than used.
+    generation: AtomicU64,
+    /// The new primary's address, as the last `+switch-master` gave it:
+    /// tried first (a sentinel asked may not know yet).
+    hint: Mutex<Option<String>>,
+    /// The `+switch-master` watcher, if one runs.
+    watcher: Mutex<Option<Watcher>>,
+}
+
+/// A running watcher: alive while its task is (the task holds the Arc,
+/// and a runtime that shuts down drops it); stopped when dropped.
+struct Watcher {
+    alive: Weak<()>,
+    _stop: oneshot::Sender<()>,
+}
+
+impl Group {
+    pub(crate) fn new(url: SentinelUrl) -> Group {
+        Group {
+            sentinels: Mutex::new(vec![url.host_port.clone()]),
+            url,
+            generation: AtomicU64::new(0),
+            hint: Mutex::new(None),
+            watcher: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn name(&self) -> String {
+        self.url.name()
+    }
+
+    /// The current generation: a connection opened in an older one is stale.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The primary moved (READONLY, `+switch-master`): every connection
+    /// opened so far is stale.
+    pub(crate) fn moved(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A connection to the group's primary, and the generation it belongs
+    /// to (read before the lookup: a switch announced meanwhile makes it
+    /// stale at once). Bounded by the caller's deadline, as any connect.
+    pub(crate) async fn open_primary(
+        self: &Arc<Self>,
+        config: &AsyncConnectionConfig,
+    ) -> RedisResult<(MultiplexedConnection, u64)> {
+        self.watch();
+        let generation = self.generation();
+        let mut why = Vec::new();
+        let hint = self.hint.lock().expect("hint").clone();
+        let mut tried = Vec::new();
+        if let Some(addr) = hint {
+            match self.open_if_primary(&addr, config).await {
+                Ok(c) => return Ok((c, generation)),
+                Err(e) => why.push(format!("{addr} (announced by +switch-master): {e}")),
+            }
+            tried.push(addr);
+        }
+        let sentinels = self.sentinels.lock().expect("sentinels").clone();
+        let mut asks: FuturesUnordered<_> = sentinels
+            .iter()
+            .map(|s| async move { (s, self.ask_primary(s).await) })
+            .collect();
+        let mut unknown = 0;
+        while let Some((sentinel, answer)) = asks.next().await {
+            match answer {
+                Ok(Some(addr)) if tried.contains(&addr) => {}
+                Ok(Some(addr)) => {
+                    match self.open_if_primary(&addr, config).await {
+                        Ok(c) => {
+                            self.discover(sentinel.clone());
+                            return Ok((c, generation));
+                        }
+                        // The primary refused these credentials or this
+                        // user: retrying will not help.
+                        Err(e) if refused(&e) => return Err(e),
+                        Err(e) => why.push(format!("{addr} (named by sentinel {sentinel}): {e}")),
+                    }
+                    tried.push(addr);
+                }
+                Ok(None) => {
+                    unknown += 1;
+                    why.push(format!("sentinel {sentinel} does not know it"));
+                }
+                Err(e) => why.push(format!("sentinel {sentinel}: {}", describe(&e))),
+            }
+        }
+        let service = &self.url.service;
+        if unknown == sentinels.len() {
+            // Every sentinel answered, none knows the name: a configuration
+            // error, not an outage (a retry would only wait out the call).
+            return Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "unknown service",
+                format!(
+                    "the sentinels ({}) monitor no service named {service:?}",
+                    sentinels.join(", ")
+                ),
+            )));
+        }
+        Err(no_primary(format!(
+            "no primary of {service:?} found: {}",
+            why.join("; ")
+        )))
+    }
+
+    /// A command to the sentinel at `addr`: without credentials, and with
+    /// the URL's if it asks for them.
+    async fn ask(&self, addr: &str, cmd: &redis::Cmd) -> RedisResult<Value> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(None)
+            .set_response_timeout(None);
+        let mut first = true;
+        loop {
+            let with_credentials = !first;
+            let info = self.url.sentinel_info(addr, with_credentials);
+            let reply = async {
+                let client = Client::open(info)?;
+                let mut c = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                cmd.query_async::<Value>(&mut c).await
+            }
+            .await;
+            match reply {
+                Err(e) if first && wants_credentials(&e) && !self.url.userinfo.is_empty() => {
+                    first = false;
+                }
+                reply => return reply,
+            }
+        }
+    }
+
+    /// The primary's `host:port` as the sentinel at `addr` names it (None:
+    /// it does not know the service).
+    async fn ask_primary(&self, addr: &str) -> RedisResult<Option<String>> {
+        let mut cmd = redis::cmd("SENTINEL");
+        cmd.arg("GET-MASTER-ADDR-BY-NAME").arg(&self.url.service);
+        match self.ask(addr, &cmd).await? {
+            Value::Array(v) if v.len() == 2 => match (text(&v[0]), text(&v[1])) {
+                (Some(ip), Some(port)) => Ok(Some(join(&ip, &port))),
+                _ => Err(no_primary(format!("unexpected reply {v:?}"))),
+            },
+            Value::Nil => Ok(None),
+            other => Err(no_primary(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// A connection to `addr` if the server there says it is a primary.
+    async fn open_if_primary(
+        &self,
+        addr: &str,
+        config: &AsyncConnectionConfig,
+    ) -> RedisResult<MultiplexedConnection> {
+        // TCP keepalive, as on a plain node (`Node::new`).
+        let info = self
+            .url
+            .data_url(addr)
+            .as_str()
+            .into_connection_info()?
+            .set_tcp_settings(TcpSettings::default().set_keepalive(TcpKeepalive::new()));
+        let mut c = Client::open(info)?
+            .get_multiplexed_async_connection_with_config(config)
+            .await?;
+        let role = match redis::cmd("ROLE").query_async::<Value>(&mut c).await {
+            // Every connect asks it: without it no lock is ever granted.
+            Err(e) if e.code() == Some("NOPERM") => {
+                return Err(RedisError::from((
+                    ErrorKind::InvalidClientConfig,
+                    "ROLE refused",
+                    format!(
+                        "grant this user +role (a Sentinel node checks that the server \
+                         the sentinels name is the primary): {}",
+                        describe(&e)
+                    ),
+                )))
+            }
+            reply => reply?,
+        };
+        match role {
+            Value::Array(v) if v.first().and_then(text).as_deref() == Some("master") => Ok(c),
+            Value::Array(v) => Err(no_primary(format!(
+                "ROLE says {}, not master",
+                v.first().and_then(text).unwrap_or_default()
+            ))),
+            other => Err(no_primary(format!("ROLE answered {other:?}"))),
+        }
+    }
+
+    /// Learn the group's other sentinels from `from` (in the background:
+    /// the connect that found the primary does not wait for it).
+    fn discover(self: &Arc<Self>, from: String) {
+        let group = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let Some(g) = group.upgrade() else { return };
+            let mut cmd = redis::cmd("SENTINEL");
+            cmd.arg("SENTINELS").arg(&g.url.service);
+            let Ok(Value::Array(others)) = g.ask(&from, &cmd).await else {
+                return;
+            };
+            for fields in others {
+                let fields = match fields {
+                    Value::Array(f) => f.iter().map(text).collect::<Vec<_>>(),
+                    Value::Map(m) => m.iter().flat_map(|(k, v)| [text(k), text(v)]).collect(),
+                    _ => continue,
+                };
+                let field = |name: &str| {
+                    let at = fields.iter().position(|f| f.as_deref() == Some(name))?;
+                    fields.get(at + 1).cloned().flatten()
+                };
+                if let (Some(ip), Some(port)) = (field("ip"), field("port")) {
+                    let addr = join(&ip, &port);
+                    let mut known = g.sentinels.lock().expect("sentinels");
+                    if !known.contains(&addr) {
+                        known.push(addr);
+                    }
+                }
+            }
+        });
+    }
+
+    /// Start the `+switch-master` watcher on this runtime unless one runs.
+    fn watch(self: &Arc<Self>) {
+        let mut watcher = self.watcher.lock().expect("watcher");
+        if watcher.as_ref().is_some_and(|w| w.alive.strong_count() > 0) {
+            return;
+        }
+        let alive = Arc::new(());
+        let (stop, stopped) = oneshot::channel();
+        *watcher = Some(Watcher {
+            alive: Arc::downgrade(&alive),
+            _stop: stop,
+        });
+        tokio::spawn(watch(Arc::downgrade(self), stopped, alive));
+    }
+
+    /// `+switch-master <name> <old ip> <old port> <new ip> <new port>`.
+    fn switched(&self, payload: &str) {
+        let words: Vec<&str> = payload.split_whitespace().collect();
+        if let [name, _, _, ip, port] = words[..] {
+            if name == self.url.service {
+                *self.hint.lock().expect("hint") = Some(join(ip, port));
+                self.moved();
+            }
+        }
+    }
+}
+
+/// Follow `+switch-master` on one of the group's sentinels, moving to the
+/// next when it goes away, until `stop` (the group dropped or a new
+/// watcher started). Holds the group only while handling an event.
+async fn watch(group: Weak<Group>, mut stop: oneshot::Receiver<()>, _alive: Arc<()>) {
+    let mut subscribed_before = false;
+    loop {
+        let Some(g) = group.upgrade() else { return };
+        let sentinels = g.sentinels.lock().expect("sentinels").clone();
+        let url = g.url.clone();
+        drop(g);
+        for addr in sentinels {
+            let Some(pubsub) = subscribe(&url, &addr).await else {
+                continue;
+            };
+            if subscribed_before {
+                // An event may have passed while no sentinel was followed.
+                match group.upgrade() {
+                    Some(g) => g.moved(),
+                    None => return,
+                }
+            }
+            subscribed_before = true;
+            let mut events = pubsub.into_on_message();
+            loop {
+                tokio::select! {
+                    _ = &mut stop => return,
+                    event = events.next() => match event {
+                        Some(msg) => match group.upgrade() {
+                            Some(g) => g.switched(&String::from_utf8_lossy(msg.get_payload_bytes())),
+                            None => return,
+                        },
+                        None => break,
+                    },
+                }
+            }
+        }
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+/// A subscription to `+switch-master` on the sentinel at `addr`, with the
+/// URL's credentials if it asks for them.
+async fn subscribe(url: &SentinelUrl, addr: &str) -> Option<redis::aio::PubSub> {
+    for with_credentials in [false, true] {
+        let client = Client::open(url.sentinel_info(addr, with_credentials)).ok()?;
+        let attempt = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe("+switch-master").await?;
+            Ok::<_, RedisError>(pubsub)
+        };
+        let limit = Duration::from_secs(2);
+        match tokio::time::timeout(limit, attempt).await {
+            Ok(Ok(pubsub)) => return Some(pubsub),
+            Ok(Err(e)) if wants_credentials(&e) && !url.userinfo.is_empty() => continue,
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The Sentinel URLs of one list, for the builder: a group listed twice
+/// (the same service through the same sentinel, under any spelling of its
+/// address) would vote twice. Two sentinels of one group cannot be told
+/// apart from two groups of one name without asking them: the primary
+/// reached twice then says so itself (`LOCK.SERVERID`, `server_ids.rs`),
+/// and its yes is counted once.
+#[derive(Default)]
+pub(crate) struct Groups {
+    seen: Vec<(String, crate::endpoint::Endpoint, String)>,
+}
+
+impl Groups {
+    /// Check `url` (a sentinel scheme) and add it; Err: a configuration
+    /// error's text.
+    pub(crate) fn add(&mut self, url: &str) -> Result<(), String> {
+        let parsed =
+            SentinelUrl::parse(url).map_err(|why| format!("bad server URL {url:?}: {why}"))?;
+        let here = crate::endpoint::Endpoint::of(&parsed.first_sentinel());
+        let twice = self.seen.iter().find(|(_, sentinel, service)| {
+            *service == parsed.service && sentinel.same_server(&here)
+        });
+        if let Some((other, ..)) = twice {
+            return Err(format!(
+                "servers {other:?} and {url:?} reach the same Sentinel group ({}): \
+                 one group must not vote twice",
+                parsed.name()
+            ));
+        }
+        self.seen.push((url.to_string(), here, parsed.service));
+        Ok(())
+    }
+}
+
+/// A reply that says the connection reached a replica: the primary moved.
+pub(crate) fn is_readonly(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_split_into_their_parts() {
+        let u = SentinelUrl::parse("redis+sentinel://u:p%40ss@127.0.0.1:26380/mymaster").unwrap();
+        assert_eq!(u.service, "mymaster");
+        assert_eq!(u.name(), "127.0.0.1:26380/mymaster");
+        assert_eq!(
+            u.data_url("10.0.0.1:7000"),
+            "redis://u:p%40ss@10.0.0.1:7000/0"
+        );
+        if cfg!(feature = "tls") {
+            let tls = SentinelUrl::parse("rediss+sentinel://h/svc#insecure").unwrap();
+            assert_eq!(tls.name(), "h:26379/svc");
+            assert_eq!(tls.data_url("[::1]:7000"), "rediss://[::1]:7000/0#insecure");
+        }
+        let plain = SentinelUrl::parse("redis+sentinel://h/svc?protocol=resp3").unwrap();
+        assert_eq!(
+            plain.data_url("[::1]:7000"),
+            "redis://[::1]:7000/0?protocol=resp3"
+        );
+        assert_eq!(
+            SentinelUrl::parse("REDIS+SENTINEL://[::1]/s")
+                .unwrap()
+                .name(),
+            "[::1]:26379/s"
+        );
+        assert!(is_sentinel("Redis+Sentinel://h:1/s") && !is_sentinel("redis://h:1/0"));
+    }
+
+    #[test]
+    fn bad_sentinel_urls_say_what_is_wrong() {
+        for (url, words) in [
+            ("redis+sentinel://127.0.0.1:26379", "no service name"),
+            ("redis+sentinel://127.0.0.1:26379/", "no service name"),
+            (
+                "redis+sentinel://127.0.0.1:26379/mymaster/1",
+                "no db can be given",
+            ),
+            ("redis+sentinel://127.0.0.1:0/mymaster", "port 0"),
+            ("redis+sentinel://127.0.0.1:99999/mymaster", "port 99999"),
+            ("redis+sentinel://:26379/mymaster", "no host"),
+        ] {
+            let why = SentinelUrl::parse(url).unwrap_err();
+            assert!(why.contains(words), "{url}: {why}");
+        }
+    }
+
+    #[test]
+    fn a_group_listed_twice_is_refused_naming_both() {
+        let mut g = Groups::default();
+        g.add("redis+sentinel://127.0.0.1:26379/a").unwrap();
+        g.add("redis+sentinel://127.0.0.1:26379/b").unwrap();
+        g.add("redis+sentinel://127.0.0.1:26380/a").unwrap();
+        let twice = "redis+sentinel://u:p@localhost:26379/a";
+        let why = g.add(twice).unwrap_err();
+        assert!(
+            why.contains("\"redis+sentinel://127.0.0.1:26379/a\"") && why.contains(twice),
+            "{why}"
+        );
+        assert!(g
+            .add("redis+sentinel://h:1")
+            .unwrap_err()
+            .contains("no service name"));
+    }
+
+    #[test]
+    fn a_switch_of_another_service_is_not_ours() {
+        let g = Group::new(SentinelUrl::parse("redis+sentinel://h:1/mine").unwrap());
+        g.switched("other 127.0.0.1 1 127.0.0.1 2");
+        assert_eq!(g.generation(), 0);
+        g.switched("mine 127.0.0.1 1 ::1 2");
+        assert_eq!(g.generation(), 1);
+        assert_eq!(g.hint.lock().unwrap().as_deref(), Some("[::1]:2"));
+    }
+}
