@@ -618,15 +618,15 @@ mod tests {
         let mut s = Shared::new(hold("a", 1, 100, 0), None);
         s.join(hold("b", 2, 100, 0), 0);
         assert_eq!(
-            exclusive_on_shared(&mut s, b"a", 1),
+            exclusive_on_shared(&s, b"a", 1),
             ExclusiveOnShared::NoUpgrade
         );
         assert_eq!(
-            exclusive_on_shared(&mut s, b"c", 1),
+            exclusive_on_shared(&s, b"c", 1),
             ExclusiveOnShared::Busy
         );
         assert_eq!(
-            exclusive_on_shared(&mut s, b"c", 100),
+            exclusive_on_shared(&s, b"c", 100),
             ExclusiveOnShared::Free
         );
     }
