@@ -232,8 +232,9 @@ pub fn cost_only(quick: bool) {
     let server = Server::with(&["--maxclients", "20100"], &[]);
     let cost = shared_cost::acquire_cost(&server, rounds, secs);
     let mem = shared_cost::holder_memory(&server, mem_keys, 9);
+    let mem100 = shared_cost::holder_memory(&server, mem_keys, 99);
     println!(
-        "pair server ratio {:.2}x, acquire ratio {:.2}x | usec/call acquire+release: exclusive {:.2}+{:.2}, shared beside {} {:.2}+{:.2}, shared alone {:.2}+{:.2} | {:.1} B/holder at {}",
+        "pair server ratio {:.2}x, acquire ratio {:.2}x | usec/call acquire+release: exclusive {:.2}+{:.2}, shared beside {} {:.2}+{:.2}, shared alone {:.2}+{:.2} | {:.1} B/holder at {}, {:.1} at {}",
         cost.server_ratio(),
         cost.shared.acquire_usec / cost.exclusive.acquire_usec.max(1e-9),
         cost.exclusive.acquire_usec,
@@ -245,6 +246,8 @@ pub fn cost_only(quick: bool) {
         cost.shared_alone.release_usec,
         mem.bytes_per_holder,
         mem.holders_per_key,
+        mem100.bytes_per_holder,
+        mem100.holders_per_key,
     );
 }
 
