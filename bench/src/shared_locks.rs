@@ -233,8 +233,9 @@ pub fn cost_only(quick: bool) {
     let cost = shared_cost::acquire_cost(&server, rounds, secs);
     let mem = shared_cost::holder_memory(&server, mem_keys, 9);
     let mem100 = shared_cost::holder_memory(&server, mem_keys, 99);
+    let one_key = shared_cost::holder_memory(&server, 1, if quick { 1_000 } else { 10_000 });
     println!(
-        "pair server ratio {:.2}x, acquire ratio {:.2}x | usec/call acquire+release: exclusive {:.2}+{:.2}, shared beside {} {:.2}+{:.2}, shared alone {:.2}+{:.2} | {:.1} B/holder at {}, {:.1} at {}",
+        "pair server ratio {:.2}x, acquire ratio {:.2}x | usec/call acquire+release: exclusive {:.2}+{:.2}, shared beside {} {:.2}+{:.2}, shared alone {:.2}+{:.2} | {:.1} B/holder at {}, {:.1} at {}, {:.1} at {} on one key",
         cost.server_ratio(),
         cost.shared.acquire_usec / cost.exclusive.acquire_usec.max(1e-9),
         cost.exclusive.acquire_usec,
@@ -248,6 +249,8 @@ pub fn cost_only(quick: bool) {
         mem.holders_per_key,
         mem100.bytes_per_holder,
         mem100.holders_per_key,
+        one_key.bytes_per_holder,
+        one_key.holders_per_key,
     );
 }
 
