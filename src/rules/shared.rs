@@ -621,14 +621,8 @@ mod tests {
             exclusive_on_shared(&s, b"a", 1),
             ExclusiveOnShared::NoUpgrade
         );
-        assert_eq!(
-            exclusive_on_shared(&s, b"c", 1),
-            ExclusiveOnShared::Busy
-        );
-        assert_eq!(
-            exclusive_on_shared(&s, b"c", 100),
-            ExclusiveOnShared::Free
-        );
+        assert_eq!(exclusive_on_shared(&s, b"c", 1), ExclusiveOnShared::Busy);
+        assert_eq!(exclusive_on_shared(&s, b"c", 100), ExclusiveOnShared::Free);
     }
 
     #[test]
