@@ -108,6 +108,9 @@ async fn main() {
     if std::env::var("BENCH_SECTIONS").is_ok_and(|v| v == "shared") {
         return shared_locks::only(quick).await;
     }
+    if std::env::var("BENCH_SECTIONS").is_ok_and(|v| v == "shared-cost") {
+        return shared_locks::cost_only(quick);
+    }
     let out_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut md = String::new();
     let mut summary = String::new();

@@ -205,6 +205,40 @@ pub async fn only(quick: bool) {
     eprintln!("\nSummary:\n{}", section.summary);
 }
 
+/// `BENCH_SECTIONS=shared-cost`: 7a alone (the shared pair's cost and
+/// memory per holder), one line, nothing written; for comparing two builds
+/// of the module run after run (REDIS_LOCK_MODULE picks the build).
+pub fn cost_only(quick: bool) {
+    let (rounds, secs, mem_keys) = if quick {
+        (3, 0.5, 100)
+    } else {
+        (5, 1.0, 1_000)
+    };
+    let server = Server::with(&["--maxclients", "20100"], &[]);
+    let cost = shared_cost::acquire_cost(&server, rounds, secs);
+    let mem = shared_cost::holder_memory(&server, mem_keys, 9);
+    let mem100 = shared_cost::holder_memory(&server, mem_keys, 99);
+    let one_key = shared_cost::holder_memory(&server, 1, if quick { 1_000 } else { 10_000 });
+    println!(
+        "pair server ratio {:.2}x, acquire ratio {:.2}x | usec/call acquire+release: exclusive {:.2}+{:.2}, shared beside {} {:.2}+{:.2}, shared alone {:.2}+{:.2} | {:.1} B/holder at {}, {:.1} at {}, {:.1} at {} on one key",
+        cost.server_ratio(),
+        cost.shared.acquire_usec / cost.exclusive.acquire_usec.max(1e-9),
+        cost.exclusive.acquire_usec,
+        cost.exclusive.release_usec,
+        shared_cost::HOLDERS,
+        cost.shared.acquire_usec,
+        cost.shared.release_usec,
+        cost.shared_alone.acquire_usec,
+        cost.shared_alone.release_usec,
+        mem.bytes_per_holder,
+        mem.holders_per_key,
+        mem100.bytes_per_holder,
+        mem100.holders_per_key,
+        one_key.bytes_per_holder,
+        one_key.holders_per_key,
+    );
+}
+
 /// Section 1's ratio lines from its rows, as main writes them.
 fn ratio_lines(rows: &[server_side::Row]) -> String {
     let find = |name: &str| rows.iter().find(|r| r.name == name).unwrap();

@@ -442,8 +442,7 @@ pub fn settle(ctx: Ctx, name: RawString) {
             // A second WAIT of an owner that holds already: a retry.
             if let Slot::Shared(held) = key.slot() {
                 let limit = held.limit;
-                if let Some(hold) = held.holder_mut(&next.owner, now) {
-                    hold.deadline = now.saturating_add(next.ttl);
+                if let Some(hold) = held.retry(&next.owner, next.ttl, now) {
                     let token = hold.token;
                     ctx.replicate_shared_hold(name, limit, hold, next.ttl);
                     unblock(next.handle, Outcome::Token(token), &id, next.owner);
@@ -662,15 +661,10 @@ fn take_back(context: &Context, entry: (i32, Box<[u8]>, Box<[u8]>, u64)) {
                     ctx.notify(c"lock.release", name.1);
                     settle(ctx, name.1);
                 }
-                Slot::Shared(held)
-                    if held
-                        .holders
-                        .iter()
-                        .any(|h| h.token == token && *h.owner == *owner) =>
-                {
+                Slot::Shared(held) if held.get(&owner).is_some_and(|h| h.token == token) => {
                     let limit = held.limit;
                     held.remove(&owner);
-                    if held.holders.is_empty() {
+                    if held.holders().is_empty() {
                         handle.delete();
                     }
                     drop(handle);

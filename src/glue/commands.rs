@@ -219,7 +219,7 @@ fn acquire_shared(
                 return ctx.error("ERR lock changed under a renewal");
             };
             let limit = held.limit;
-            if let Some(hold) = held.holder_mut(req.owner, now) {
+            if let Some(hold) = held.holder(req.owner, now) {
                 let remaining = hold.remaining(now);
                 ctx.replicate_shared_hold(name, limit, hold, remaining);
                 blocking::claimed(ctx, name, token);
@@ -235,7 +235,7 @@ fn acquire_shared(
             let remaining = hold.remaining(now);
             blocking::claimed(ctx, name, token);
             let shared = key.set_shared(Shared::new(hold, req.limit));
-            ctx.replicate_shared_hold(name, shared.limit, &shared.holders[0], remaining);
+            ctx.replicate_shared_hold(name, shared.limit, &shared.holders()[0], remaining);
             drop(key);
             tally(ctx, stats::downgraded);
             ctx.notify(c"lock.downgrade", name);
@@ -345,7 +345,7 @@ fn release(ctx: Ctx, argv: &[RawString]) {
             let limit = held.limit;
             match outcome {
                 Release::HoldDropped { .. } => {
-                    if let Some(hold) = held.holder_mut(owner, now) {
+                    if let Some(hold) = held.holder(owner, now) {
                         let remaining = hold.remaining(now);
                         blocking::claimed(ctx, name, hold.token);
                         ctx.replicate_shared_hold(name, limit, hold, remaining);
@@ -356,7 +356,7 @@ fn release(ctx: Ctx, argv: &[RawString]) {
                 Release::NotHeld => {}
                 Release::Deleted => {
                     held.remove(owner);
-                    if held.holders.is_empty() {
+                    if held.holders().is_empty() {
                         key.delete();
                     }
                     tally(ctx, stats::released);
@@ -480,7 +480,7 @@ fn extend(ctx: Ctx, argv: &[RawString]) {
             let limit = held.limit;
             match outcome {
                 lock::Extend::Extended => {
-                    if let Some(hold) = held.holder_mut(owner, now) {
+                    if let Some(hold) = held.holder(owner, now) {
                         blocking::claimed(ctx, name, hold.token);
                         blocking::deadline_moved(ctx, name, ttl);
                         ctx.replicate_shared_hold(name, limit, hold, ttl);
@@ -551,7 +551,7 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
             match outcome {
                 lock::Fence::Raised { token } => {
                     TOKENS.observe(token);
-                    if let Some(hold) = held.holder_mut(owner, now) {
+                    if let Some(hold) = held.holder(owner, now) {
                         ctx.replicate_shared_hold(name, limit, hold, hold.remaining(now));
                     }
                 }
@@ -609,7 +609,7 @@ fn status(ctx: Ctx, argv: &[RawString]) {
             ctx.reply_int(i64::from(held.limit.unwrap_or(0)));
             ctx.reply_bytes(b"holders");
             ctx.reply_array(held.live(now));
-            for hold in held.holders.iter().filter(|h| !h.is_expired(now)) {
+            for hold in held.holders().iter().filter(|h| !h.is_expired(now)) {
                 ctx.reply_map(4);
                 reply_hold(
                     ctx,
@@ -737,7 +737,7 @@ fn apply_shared(ctx: Ctx, argv: &[RawString]) {
     if holds == 0 {
         if let Slot::Shared(held) = key.slot() {
             held.remove(owner);
-            if held.holders.is_empty() {
+            if held.holders().is_empty() {
                 key.delete();
             }
         }
@@ -756,7 +756,7 @@ fn apply_shared(ctx: Ctx, argv: &[RawString]) {
     match key.slot() {
         Slot::Shared(held) => {
             let others = held
-                .holders
+                .holders()
                 .iter()
                 .filter(|h| h.owner != hold.owner)
                 .count();
@@ -765,10 +765,7 @@ fn apply_shared(ctx: Ctx, argv: &[RawString]) {
             }
             TOKENS.observe(hold.token);
             held.limit = limit;
-            match held.holders.iter_mut().find(|h| h.owner == hold.owner) {
-                Some(mine) => *mine = hold,
-                None => held.push(hold),
-            }
+            held.put(hold);
         }
         _ => {
             TOKENS.observe(hold.token);

@@ -71,7 +71,7 @@ fn boxed(value: Value) -> *mut c_void {
 fn holders(value: &Value) -> &[Lock] {
     match value {
         Value::Exclusive(lock) => std::slice::from_ref(lock),
-        Value::Shared(shared) => &shared.holders,
+        Value::Shared(shared) => shared.holders(),
     }
 }
 
@@ -89,8 +89,8 @@ unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, ptr: *mut c_void) {
         Value::Shared(shared) => {
             raw::save_slice(io, b"");
             raw::save_unsigned(io, u64::from(shared.limit.unwrap_or(0)));
-            raw::save_unsigned(io, shared.holders.len() as u64);
-            for hold in &shared.holders {
+            raw::save_unsigned(io, shared.holders().len() as u64);
+            for hold in shared.holders() {
                 save_hold(io, hold, now);
             }
         }
@@ -301,7 +301,7 @@ unsafe extern "C" fn aof_rewrite(
         }
         Value::Shared(shared) => {
             // One line per holder, each adding its hold (commands.rs).
-            for lock in &shared.holders {
+            for lock in shared.holders() {
                 // "slblll": key, limit, owner buffer + length, token, remaining, holds.
                 crate::glue::ffi::api!(RedisModule_EmitAOF)(
                     aof,
@@ -323,16 +323,7 @@ unsafe extern "C" fn aof_rewrite(
 unsafe extern "C" fn mem_usage(ptr: *const c_void) -> usize {
     match &*ptr.cast::<Value>() {
         Value::Exclusive(lock) => size_of::<Value>() + lock.owner.heap_bytes(),
-        Value::Shared(shared) => {
-            size_of::<Value>()
-                + size_of::<Shared>()
-                + shared.holders.capacity() * size_of::<Lock>()
-                + shared
-                    .holders
-                    .iter()
-                    .map(|h| h.owner.heap_bytes())
-                    .sum::<usize>()
-        }
+        Value::Shared(shared) => size_of::<Value>() + size_of::<Shared>() + shared.heap_bytes(),
     }
 }
 

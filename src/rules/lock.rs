@@ -69,7 +69,7 @@ impl Value {
     pub fn has_expired_holder(&self, now: Millis) -> bool {
         match self {
             Value::Exclusive(lock) => lock.is_expired(now),
-            Value::Shared(shared) => shared.holders.iter().any(|h| h.is_expired(now)),
+            Value::Shared(shared) => shared.has_expired(now),
         }
     }
 }

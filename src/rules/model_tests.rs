@@ -497,7 +497,7 @@ impl SharedSim {
                 let r = shared::release(s, &[owner], now);
                 if r == lock::Release::Deleted {
                     s.remove(&[owner]);
-                    if s.holders.is_empty() {
+                    if s.holders().is_empty() {
                         self.value = None;
                     }
                 }
@@ -546,8 +546,7 @@ impl SharedSim {
                 break;
             }
             if let Some(Value::Shared(s)) = &mut self.value {
-                if let Some(h) = s.holder_mut(&w.owner, now) {
-                    h.deadline = now + w.ttl;
+                if let Some(h) = s.retry(&w.owner, w.ttl, now) {
                     told.push((w.handle, Told::Token(h.token)));
                     continue;
                 }
@@ -628,7 +627,7 @@ fn shared_rules_match_the_model_on_random_sequences() {
                 } else {
                     let held = match &sim.value {
                         Some(Value::Exclusive(l)) => l.token == t,
-                        Some(Value::Shared(s)) => s.holders.iter().any(|h| h.token == t),
+                        Some(Value::Shared(s)) => s.holders().iter().any(|h| h.token == t),
                         None => false,
                     };
                     assert!(
