@@ -14,7 +14,8 @@ pub(crate) fn url_problem(url: &str) -> Option<String> {
     };
     if !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
         return Some(format!(
-            "scheme {scheme:?} is not one of redis://, rediss://, unix://"
+            "scheme {scheme:?} is not one of redis://, rediss://, unix://, \
+             redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://"
         ));
     }
     if scheme.contains("unix") {
@@ -67,6 +68,8 @@ mod tests {
         let problem = |u: &str| url_problem(u).unwrap_or_default();
         assert!(problem("127.0.0.1:6390").contains("no scheme"));
         assert!(problem("http://127.0.0.1:6390").contains("\"http\""));
+        assert!(problem("http://127.0.0.1:6390").contains("redis+cluster://"));
+        assert!(problem("http://127.0.0.1:6390").contains("redis+sentinel://"));
         assert!(problem("redis://127.0.0.1:99999").contains("port 99999"));
         assert!(problem("redis://h:0").contains("port 0"));
         assert!(problem("redis://h:abc/0").contains("port abc"));

@@ -18,7 +18,8 @@ use std::time::Duration;
 )]
 pub struct Cli {
     /// Server URLs, comma separated: redis://user:pass@host:port/db (user, password and
-    /// db optional; rediss:// for TLS).
+    /// db optional; rediss:// for TLS); redis+cluster://host:port/ for a Redis Cluster
+    /// through one seed node; redis+sentinel://host:port/service for a Sentinel group.
     /// Each server once: two URLs reaching the same server are refused.
     #[arg(
         long,
