@@ -99,6 +99,15 @@ pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
+/// A server-side wait in whole milliseconds, rounded up: rounded down, a
+/// wait of 199.7 ms left ended at 199 ms and `lock(name, 200 ms)` said
+/// `Taken` before its 200 ms were up (quorum.rs
+/// single_server_waits_in_the_server, seen failing under load).
+pub(crate) fn wait_ms(d: Duration) -> u64 {
+    let up = d.as_nanos().div_ceil(1_000_000);
+    u64::try_from(up).unwrap_or(u64::MAX).max(1)
+}
+
 /// Armed while an acquisition round runs: dropped armed (the caller
 /// cancelled the future), it releases the name everywhere in the
 /// background, on the runtime the call runs on (see `one_runtime.rs`). A
@@ -396,7 +405,7 @@ impl Locker {
         req.hold.args(&mut cmd);
         let mut timeout = cfg.node_timeout;
         if let Some(wait) = server_wait {
-            cmd.arg("WAIT").arg(ms(wait));
+            cmd.arg("WAIT").arg(wait_ms(wait));
             // A late "busy" is busy, not an outage.
             timeout += wait + WAIT_SLACK;
         }
@@ -1145,5 +1154,23 @@ impl Locker {
             Verdict::Rejected => Err(self.rejected(&tally)),
             Verdict::Contended => Err(Error::Expired),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ms, wait_ms};
+    use std::time::Duration;
+
+    #[test]
+    fn a_server_wait_is_rounded_up_to_whole_milliseconds() {
+        assert_eq!(wait_ms(Duration::from_micros(199_700)), 200);
+        assert_eq!(wait_ms(Duration::from_millis(200)), 200);
+        assert_eq!(wait_ms(Duration::from_nanos(1)), 1);
+        assert_eq!(wait_ms(Duration::ZERO), 1);
+        assert_eq!(wait_ms(Duration::MAX), u64::MAX);
+        // A TTL stays rounded down: the client never counts on more than
+        // the servers hold.
+        assert_eq!(ms(Duration::from_micros(199_700)), 199);
     }
 }

@@ -23,7 +23,7 @@
 use crate::error::Error;
 use crate::let_go::{mark_unsure, settle_late, withdraw_late, Outstanding, UnlockOnDrop, UNSURE};
 use crate::lock::{Lock, Shared};
-use crate::locker::{lock_cmd, ms, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
+use crate::locker::{lock_cmd, ms, wait_ms, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
 use crate::node::{is_timeout, Failure};
 use crate::one_runtime;
 use crate::quorum::{self, Answer, Tally};
@@ -176,7 +176,7 @@ impl Locker {
         let mut cmd = lock_cmd("LOCK.ACQUIRE", req.name, req.owner);
         cmd.arg(ms(req.ttl));
         req.hold.args(&mut cmd);
-        cmd.arg("WAIT").arg(ms(left)).arg("TICKET").arg(ticket);
+        cmd.arg("WAIT").arg(wait_ms(left)).arg("TICKET").arg(ticket);
         if req.reentrant {
             cmd.arg("REENTRANT");
         }
