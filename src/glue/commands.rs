@@ -537,7 +537,7 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
     } else if token > fencing::fence_ceiling(wall) {
         let ceiling = fencing::fence_ceiling(wall);
         return ctx.error(&format!(
-            "ERR token is more than 60 s above this server's clock in microseconds (at most {ceiling}); check clock sync"
+            "ERR token is more than 120 s above this server's clock in microseconds (at most {ceiling}); check clock sync"
         ));
     }
     let now = clock::now_ms();

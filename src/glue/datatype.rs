@@ -199,7 +199,7 @@ impl Source {
 }
 
 /// A client's RESTORE creates a lock, so it follows what a grant follows:
-/// a token within the fencing rule (at most 60 s above the clock), so that
+/// a token within the fencing rule (at most 120 s above the clock), so that
 /// no payload can push the counter out of reach of a restart (fencing.rs),
 /// and, for a live lock, not while the restart guard refuses new locks. An
 /// expired one (TTL 0) grants nothing and is taken as it is: MIGRATE moves
@@ -207,7 +207,7 @@ impl Source {
 /// cluster reshard with its slot half moved (an attack run, 55a45f8).
 fn restore_is_a_grant(lock: &Lock, now: lock::Millis) -> Result<(), &'static str> {
     if lock.token > fencing::fence_ceiling(crate::glue::ffi::wall_micros()) {
-        return Err("token more than 60 s above the server's clock");
+        return Err("token more than 120 s above the server's clock");
     }
     if !lock.is_expired(now) && crate::rules::guard::remaining(now).is_some() {
         return Err("the restart guard refuses new locks");
