@@ -310,7 +310,7 @@ impl Tally {
     /// it already hold it. A node whose clock runs far ahead grants a token
     /// far above the others; taking the maximum would make every other node
     /// refuse to be fenced to it (a token may be at most a node's clock +
-    /// 60 s). See "Fencing tokens" (docs/fencing.md in the repository).
+    /// 120 s). See "Fencing tokens" (docs/fencing.md in the repository).
     pub fn quorum_token(&self) -> u64 {
         if let Some(t) = self.common_token() {
             return t;

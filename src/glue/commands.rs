@@ -678,7 +678,7 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
     // What the primary decided, checked only against the widest bounds: a
     // corrupt or forged AOF line must not create a lock that never expires
     // or cannot be released. Its token may be at most an hour above this
-    // server's clock (a primary's tokens are at most 60 s above its own, and
+    // server's clock (a primary's tokens are at most 120 s above its own, and
     // an AOF replays later), so one line cannot exhaust the counter either.
     let (owner, now) = (bytes(*owner), clock::now_ms());
     let applied = match lock::from_stored(owner, token, ttl, holds, &args::Limits::CEILING, now) {

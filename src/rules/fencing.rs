@@ -9,9 +9,9 @@
 //! (`MIGRATE`, a reshard, a failover) therefore gets a larger token on the
 //! new node than its last grant on the old one, as long as the two clocks
 //! differ by less than the time between the two grants. Until 2026-11-28
-//! the floor was the bare clock while a start seeded the counter at clock
-//! + 60 s: a node under a minute old granted up to 60 s above an older
-//! one, and a slot moved from it went back by up to a minute.
+//! the floor was the bare clock while a start seeded the counter at the
+//! clock + 60 s: a node under a minute old granted up to 60 s above an
+//! older one, and a slot moved from it went back by up to a minute.
 //!
 //! The counter alone keeps a server's own tokens increasing when its clock
 //! steps back (`last + 1`), and persisted counters (RDB aux data, every
