@@ -258,7 +258,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     {
         return Status::Err;
     }
-    // Tokens follow the wall clock; a start is seeded 60 s ahead of it so
+    // Tokens follow the wall clock + 60 s; a start is seeded there so
     // that no token from before a crash can be handed out again, and loading
     // raises the counter to whatever was persisted (see fencing.rs).
     fencing::TOKENS.observe(fencing::start_seed(ffi::wall_micros()));

@@ -1,8 +1,9 @@
 //! The quorum client's fencing round is needed only when the granting
 //! nodes handed out different tokens. The client asks every node for the
-//! same token floor (`MINTOKEN`, a little above its clock), so nodes whose
-//! counters are below it all grant exactly that token and the round is
-//! skipped; after a node's start (its counter runs 60 s ahead) it is not.
+//! same token floor (`MINTOKEN`, a little above the servers' clock + 60 s),
+//! so nodes whose counters are below it all grant exactly that token and
+//! the round is skipped, also right after the nodes' start; where a node's
+//! counter was raised further it runs.
 
 mod common;
 use common::*;
@@ -69,10 +70,12 @@ async fn a_slower_nodes_grant_at_the_token_spares_the_fencing_round() {
     let (nodes, dir) = settled_nodes("holders");
     let urls = urls(&nodes);
     let locker = Builder::new(&urls).build().unwrap();
-    let base = redis_lock_client::quorum::unix_micros() + 30_000_000;
+    // Above the client's floor (the clock + 60.1 s), below what a node
+    // accepts (its clock + 120 s).
+    let base = redis_lock_client::quorum::unix_micros() + 80_000_000;
     let mut fenced = 0;
     for i in 0..30u64 {
-        let ahead = base + i * 1_000_000;
+        let ahead = base + i * 500_000;
         for node in &nodes[1..] {
             node.raise_token_counter(ahead);
         }
@@ -92,16 +95,40 @@ async fn a_slower_nodes_grant_at_the_token_spares_the_fencing_round() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_node_that_just_started_is_fenced_up_to_the_quorum_token() {
+async fn nodes_that_just_started_grant_one_token_and_skip_the_fencing_round() {
+    // Each node seeds its counter at its own start's clock + 60 s, and
+    // every grant is at least the clock + 60 s: nodes started one after
+    // another agree at once (before 2026-11-28 each counted from its own
+    // start for a minute, and every lock ran a fencing round).
+    let nodes: Vec<Server> = Server::start_n(3);
+    let locker = Builder::new(&urls(&nodes)).build().unwrap();
+    for i in 0..10 {
+        let name = format!("fresh:{i}");
+        let lock = locker.try_lock(&name).await.unwrap();
+        let on_nodes = tokens(&nodes, &name);
+        assert!(on_nodes.len() >= 2, "held on a majority");
+        assert!(
+            on_nodes.iter().all(|&t| t as u64 == lock.token()),
+            "one token everywhere: {on_nodes:?} vs {}",
+            lock.token()
+        );
+        locker.unlock(&lock).await.unwrap();
+    }
+    assert_eq!(nodes.iter().map(fence_calls).sum::<u64>(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_behind_the_others_is_fenced_up_to_the_quorum_token() {
     let nodes: Vec<Server> = Server::start_n(3);
     let urls: Vec<String> = urls(&nodes);
     let locker = Builder::new(&urls)
         .node_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    // Two grants only (the third node is stopped): fresh nodes count from
-    // their clock + 60 s, each from its own start, so the two tokens
-    // differ and the client raises the lower one to the higher.
+    // Two grants only (the third node is stopped): node 1's counter was
+    // raised above the client's floor, so the two tokens differ and the
+    // client raises the lower one to the higher.
+    nodes[1].raise_token_counter(redis_lock_client::quorum::unix_micros() + 90_000_000);
     nodes[2].signal("STOP");
     let lock = locker.try_lock("fresh").await.unwrap();
     let on_nodes = tokens(&nodes[..2], "fresh");

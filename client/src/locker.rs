@@ -670,7 +670,7 @@ impl Locker {
             if fenced < quorum::majority(self.inner.nodes.len()) {
                 // A refusal (NOPERM on LOCK.FENCE) will not change by
                 // retrying: say so. (A token above a lagging node's clock +
-                // 60 s is a failure of that node, not a refusal: it passes.)
+                // 120 s is a failure of that node, not a refusal: it passes.)
                 if !raised.rejected.is_empty() {
                     return Err(self.rejected(&raised));
                 }

@@ -11,14 +11,25 @@ use std::time::Duration;
 /// a node's own clock is still below the floor when the request arrives.
 pub const TOKEN_FLOOR_LEAD_US: u64 = 100_000;
 
+/// How far above its clock a node's tokens run (the module's
+/// `TOKEN_LEAD_US`): the same on every node, so that a lock name's tokens
+/// keep increasing when its cluster slot moves to another node.
+pub const SERVER_TOKEN_LEAD_US: u64 = 60_000_000;
+
 /// The `MINTOKEN` a lock request asks every node for (µs since the epoch).
-/// Nodes grant `max(counter + 1, their clock, floor)`, the floor capped at
-/// their clock + 60 s; where no node's counter is above it, every granting
-/// node returns this very token. Monotonicity never depends on it: the
-/// fencing round still raises nodes that returned less than the maximum.
+/// Nodes grant `max(counter + 1, their clock + 60 s, floor)`, the floor
+/// capped at their clock + 120 s; where no node's counter is above it,
+/// every granting node returns this very token. Monotonicity never depends
+/// on it: the fencing round still raises nodes that returned less than the
+/// maximum.
+///
+/// ```
+/// use redis_lock_client::quorum::token_floor;
+/// assert_eq!(token_floor(1_000_000), 61_100_000);
+/// ```
 pub fn token_floor(unix_micros: u64) -> u64 {
     unix_micros
-        .saturating_add(TOKEN_FLOOR_LEAD_US)
+        .saturating_add(SERVER_TOKEN_LEAD_US + TOKEN_FLOOR_LEAD_US)
         .min((1 << 53) - 1)
 }
 
@@ -299,7 +310,7 @@ impl Tally {
     /// it already hold it. A node whose clock runs far ahead grants a token
     /// far above the others; taking the maximum would make every other node
     /// refuse to be fenced to it (a token may be at most a node's clock +
-    /// 60 s). See "Fencing tokens" (docs/fencing.md in the repository).
+    /// 120 s). See "Fencing tokens" (docs/fencing.md in the repository).
     pub fn quorum_token(&self) -> u64 {
         if let Some(t) = self.common_token() {
             return t;

@@ -134,7 +134,7 @@ impl ServerClock {
 /// ticket or token: 1 to 2^53 − 1. A queued wait's ticket is this at the
 /// call's start. A lock request's token floor (`MINTOKEN`) is taken from
 /// it too: from a clock an hour ahead, the floor raised every server to
-/// its cap (its own clock + 60 s), each to another token, and every lock
+/// its cap (its own clock + 60 s then), each to another token, and every lock
 /// of that client then needed a fencing round, which often failed on a
 /// server whose clock was a little behind (the client got 0.2 to 0.3 of
 /// the sections, not half, with its tickets already on the servers' clock).

@@ -537,7 +537,7 @@ fn fence(ctx: Ctx, argv: &[RawString]) {
     } else if token > fencing::fence_ceiling(wall) {
         let ceiling = fencing::fence_ceiling(wall);
         return ctx.error(&format!(
-            "ERR token is more than 60 s above this server's clock in microseconds (at most {ceiling}); check clock sync"
+            "ERR token is more than 120 s above this server's clock in microseconds (at most {ceiling}); check clock sync"
         ));
     }
     let now = clock::now_ms();
@@ -678,7 +678,7 @@ fn apply(ctx: Ctx, argv: &[RawString]) {
     // What the primary decided, checked only against the widest bounds: a
     // corrupt or forged AOF line must not create a lock that never expires
     // or cannot be released. Its token may be at most an hour above this
-    // server's clock (a primary's tokens are at most 60 s above its own, and
+    // server's clock (a primary's tokens are at most 120 s above its own, and
     // an AOF replays later), so one line cannot exhaust the counter either.
     let (owner, now) = (bytes(*owner), clock::now_ms());
     let applied = match lock::from_stored(owner, token, ttl, holds, &args::Limits::CEILING, now) {

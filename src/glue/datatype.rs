@@ -199,7 +199,7 @@ impl Source {
 }
 
 /// A client's RESTORE creates a lock, so it follows what a grant follows:
-/// a token within the fencing rule (at most 60 s above the clock), so that
+/// a token within the fencing rule (at most 120 s above the clock), so that
 /// no payload can push the counter out of reach of a restart (fencing.rs),
 /// and, for a live lock, not while the restart guard refuses new locks,
 /// unless a slot migration carries it in (`arrives_by_migration`). An
@@ -212,7 +212,7 @@ fn restore_is_a_grant(
     now: lock::Millis,
 ) -> Result<(), &'static str> {
     if lock.token > fencing::fence_ceiling(crate::glue::ffi::wall_micros()) {
-        return Err("token more than 60 s above the server's clock");
+        return Err("token more than 120 s above the server's clock");
     }
     if !lock.is_expired(now)
         && crate::rules::guard::remaining(now).is_some()

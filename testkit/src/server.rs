@@ -111,11 +111,10 @@ pub struct Server {
     load_module: bool,
 }
 
-/// Raise every node's fencing-token counter to the highest among them, as
-/// on nodes that have run for over a minute: a fresh node counts from its
-/// own start time + 60 s, so the grants of nodes started one after another
-/// differ until the clocks pass that, and a quorum client fences where
-/// settled nodes would grant one token. For benchmarks and profiles.
+/// Raise every node's fencing-token counter to the highest among them, so
+/// that their next grants agree. Since 2026-11-28 every node grants from
+/// its clock + 60 s whenever it started, so this only matters after fences
+/// or MINTOKENs raised some counters. For benchmarks and profiles.
 pub fn align_token_counters(nodes: &[Server]) {
     let last = |n: &Server| -> u64 {
         info_field(&mut n.conn(), "lock", "lock_last_token")
