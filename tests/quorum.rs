@@ -252,11 +252,13 @@ async fn dropping_the_guard_stops_renewal_and_releases() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fencing_tokens_increase_across_holders_on_shifting_majorities() {
-    let mut nodes = servers(5);
-    // Node 4's counter runs ahead of the others: it starts later, and a
-    // server starts counting at its clock + 60 s.
-    std::thread::sleep(Duration::from_millis(300));
-    nodes[4].restart();
+    let nodes = servers(5);
+    // Node 4's counter runs ahead of the others (as after a fence by a
+    // peer whose clock is ahead): every grant is at least the clock + 60 s,
+    // so nodes started at different times no longer differ by themselves.
+    // Above the client's floor (clock + 60.1 s), below what a node accepts
+    // (its clock + 120 s).
+    nodes[4].raise_token_counter(redis_lock_client::quorum::unix_micros() + 80_000_000);
     // Without fencing first: the fenced run raises node 2 for good.
     for fencing in [false, true] {
         let name = format!("fenced:{fencing}");
