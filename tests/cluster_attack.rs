@@ -1,0 +1,254 @@
+//! A Redis Cluster as a node (`redis+cluster://`) under what clusters do to
+//! their clients: redirections that loop, a slot that is down and comes
+//! back, a seed that is a replica, a failover under a held lock and a
+//! queued wait, one of the cluster's primaries listed again as a server.
+
+mod common;
+use common::*;
+use redis_lock_client::{Builder, Error, Locker};
+use std::time::Duration;
+
+fn locker(urls: &[String]) -> Locker {
+    Builder::new(urls)
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+fn cluster_args() -> Vec<&'static str> {
+    vec![
+        "--cluster-enabled",
+        "yes",
+        "--cluster-node-timeout",
+        "2000",
+        "--enable-debug-command",
+        "yes",
+    ]
+}
+
+/// A name whose slot is served by `nodes[n]`.
+fn name_on(nodes: &[Server], n: usize, prefix: &str) -> String {
+    (0..1000)
+        .map(|i| format!("{prefix}:{i}"))
+        .find(|name| owner_of(nodes, name).0 == n)
+        .expect("a name on that node")
+}
+
+/// Bounds a call: a hang is a failure, not a stuck test.
+async fn bounded<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), f)
+        .await
+        .expect("the call hung past its deadline")
+}
+
+/// One of the cluster's primaries also listed as a plain `redis://` URL is
+/// one server reached twice: its yes counts once, so a third server that
+/// says no leaves no majority.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_primary_of_the_cluster_listed_again_as_a_server_votes_once() {
+    let nodes = cluster(3);
+    let single = Server::start();
+    let name = name_on(&nodes, 1, "twice");
+    let taken = redis_cli(single.port, &["LOCK.ACQUIRE", &name, "op1", "30000"]);
+    assert!(taken.parse::<i64>().is_ok(), "{taken}");
+    let urls = [
+        cluster_url(&nodes),
+        format!("redis://127.0.0.1:{}/", nodes[1].port),
+        single.url(),
+    ];
+    let locker = locker(&urls);
+    let got = bounded(locker.try_lock(&name)).await;
+    assert!(
+        got.is_err(),
+        "the primary voted twice: {:?}",
+        got.map(|l| l.token())
+    );
+    let got = bounded(locker.lock(&name, Duration::from_secs(1))).await;
+    assert!(
+        got.is_err(),
+        "the primary voted twice: {:?}",
+        got.map(|l| l.token())
+    );
+    let status = redis_cli(nodes[1].port, &["LOCK.STATUS", &name]);
+    assert!(!status.contains("owner"), "left held: {status}");
+}
+
+/// Two primaries each saying the other serves a slot (a resharding left
+/// half done): the redirections are followed a bounded number of times,
+/// and the call fails as an outage, not a hang.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_primaries_pointing_at_each_other_fail_the_call_without_a_hang() {
+    let nodes = cluster(3);
+    let locker = locker(&[cluster_url(&nodes)]);
+    let name = name_on(&nodes, 1, "loop");
+    let (_, slot) = owner_of(&nodes, &name);
+    let id2 = redis_cli(nodes[2].port, &["CLUSTER", "MYID"]);
+    // nodes[1] gives the (empty) slot to nodes[2]; nodes[2] still believes
+    // nodes[1] serves it.
+    let set = redis_cli(nodes[1].port, &["CLUSTER", "SETSLOT", &slot, "NODE", &id2]);
+    assert_eq!(set, "OK");
+    let moved = redis_cli(nodes[2].port, &["LOCK.STATUS", &name]);
+    let back = redis_cli(nodes[1].port, &["LOCK.STATUS", &name]);
+    if !(moved.contains("MOVED") && back.contains("MOVED")) {
+        return; // gossip settled it first: nothing to test
+    }
+    match bounded(locker.try_lock(&name)).await {
+        Err(Error::NoQuorum { .. }) => {}
+        other => panic!("{:?}", other.map(|l| l.token())),
+    }
+    match bounded(locker.lock(&name, Duration::from_secs(1))).await {
+        Err(Error::NoQuorum { .. }) | Err(Error::Taken) => {}
+        other => panic!("{:?}", other.map(|l| l.token())),
+    }
+}
+
+/// A source that answers ASK for a slot whose target was never told it is
+/// importing it: the target answers MOVED back. Bounded, an outage.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ask_to_a_node_that_sends_it_back_fails_without_a_hang() {
+    let nodes = cluster(3);
+    let locker = locker(&[cluster_url(&nodes)]);
+    let name = name_on(&nodes, 0, "ask");
+    let (_, slot) = owner_of(&nodes, &name);
+    let id2 = redis_cli(nodes[2].port, &["CLUSTER", "MYID"]);
+    let set = redis_cli(
+        nodes[0].port,
+        &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &id2],
+    );
+    assert_eq!(set, "OK");
+    match bounded(locker.try_lock(&name)).await {
+        Err(Error::NoQuorum { .. }) => {}
+        other => panic!("{:?}", other.map(|l| l.token())),
+    }
+    // The move called off: served again.
+    assert_eq!(
+        redis_cli(nodes[0].port, &["CLUSTER", "SETSLOT", &slot, "STABLE"]),
+        "OK"
+    );
+    let lock = bounded(locker.try_lock(&name)).await.unwrap();
+    bounded(locker.unlock(&lock)).await.unwrap();
+}
+
+/// A slot no primary serves (CLUSTERDOWN) is an outage for its locks;
+/// served again, they are taken again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slot_that_is_down_then_served_again() {
+    let nodes = cluster(3);
+    let locker = locker(&[cluster_url(&nodes)]);
+    let name = name_on(&nodes, 1, "down");
+    let (_, slot) = owner_of(&nodes, &name);
+    let lock = bounded(locker.try_lock(&name)).await.unwrap();
+    bounded(locker.unlock(&lock)).await.unwrap();
+    assert_eq!(
+        redis_cli(nodes[1].port, &["CLUSTER", "DELSLOTS", &slot]),
+        "OK"
+    );
+    match bounded(locker.try_lock(&name)).await {
+        Err(Error::NoQuorum { .. }) => {}
+        other => panic!("{:?}", other.map(|l| l.token())),
+    }
+    assert_eq!(
+        redis_cli(nodes[1].port, &["CLUSTER", "ADDSLOTS", &slot]),
+        "OK"
+    );
+    let back = eventually(Duration::from_secs(10), || {
+        redis_cli(nodes[1].port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+    });
+    assert!(back);
+    let mut got = None;
+    for _ in 0..50 {
+        if let Ok(lock) = bounded(locker.try_lock(&name)).await {
+            got = Some(lock);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lock = got.expect("served again, taken again");
+    bounded(locker.unlock(&lock)).await.unwrap();
+}
+
+/// A replica added to the cluster, returned once it replicates `primary`.
+fn add_replica(nodes: &[Server], primary: usize) -> Server {
+    let replica = Server::with(&cluster_args(), &[]);
+    let port = nodes[0].port.to_string();
+    assert_eq!(
+        redis_cli(replica.port, &["CLUSTER", "MEET", "127.0.0.1", &port]),
+        "OK"
+    );
+    let id = redis_cli(nodes[primary].port, &["CLUSTER", "MYID"]);
+    let known = eventually(Duration::from_secs(20), || {
+        redis_cli(replica.port, &["CLUSTER", "NODES"]).contains(&id)
+    });
+    assert!(known);
+    assert_eq!(
+        redis_cli(replica.port, &["CLUSTER", "REPLICATE", &id]),
+        "OK"
+    );
+    let up = eventually(Duration::from_secs(20), || {
+        redis_cli(replica.port, &["INFO", "replication"]).contains("master_link_status:up")
+    });
+    assert!(up);
+    replica
+}
+
+/// A seed that is a replica: its map names the primaries, and the locks
+/// go there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_as_the_seed() {
+    let nodes = cluster(3);
+    let replica = add_replica(&nodes, 0);
+    let url = format!("redis+cluster://127.0.0.1:{}/", replica.port);
+    let locker = locker(&[url]);
+    for n in 0..3 {
+        let name = name_on(&nodes, n, "seed");
+        let mut lock = bounded(locker.try_lock(&name)).await.unwrap();
+        let status = redis_cli(nodes[n].port, &["LOCK.STATUS", &name]);
+        assert!(status.contains(lock.owner()), "{status}");
+        bounded(locker.extend(&mut lock)).await.unwrap();
+        bounded(locker.unlock(&lock)).await.unwrap();
+    }
+}
+
+/// A failover under a held lock and a queued wait: the old primary, a
+/// replica now, answers MOVED; the lock is extended and released on the
+/// new primary, and the wait ends with the lock or cleanly, never with
+/// two holders.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failover_under_a_held_lock_and_a_queued_wait() {
+    let nodes = cluster(3);
+    let replica = add_replica(&nodes, 1);
+    let url = cluster_url(&nodes);
+    let locker = locker(std::slice::from_ref(&url));
+    let name = name_on(&nodes, 1, "fo");
+    let mut lock = bounded(locker.try_lock(&name)).await.unwrap();
+    let waiter = tokio::spawn({
+        let locker = locker.clone();
+        let name = name.clone();
+        async move { locker.lock(&name, Duration::from_secs(6)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        redis_cli(replica.port, &["CLUSTER", "FAILOVER", "TAKEOVER"]),
+        "OK"
+    );
+    let promoted = eventually(Duration::from_secs(20), || {
+        redis_cli(replica.port, &["INFO", "replication"]).contains("role:master")
+            && redis_cli(nodes[1].port, &["INFO", "replication"]).contains("role:slave")
+    });
+    assert!(promoted);
+    // The held lock: still ours, where it went.
+    let extended = bounded(locker.extend(&mut lock)).await;
+    let status = redis_cli(replica.port, &["LOCK.STATUS", &name]);
+    let unlocked = bounded(locker.unlock(&lock)).await;
+    let waited = bounded(waiter).await.unwrap();
+    match &waited {
+        Ok(got) => {
+            assert!(got.token() > lock.token());
+            bounded(locker.unlock(got)).await.unwrap();
+        }
+        Err(e) => eprintln!("the wait ended with {e}"),
+    }
+    assert!(extended.is_ok(), "extend: {extended:?}; {status}");
+    assert!(unlocked.is_ok(), "unlock: {unlocked:?}");
+}
