@@ -252,3 +252,183 @@ async fn a_failover_under_a_held_lock_and_a_queued_wait() {
     assert!(extended.is_ok(), "extend: {extended:?}; {status}");
     assert!(unlocked.is_ok(), "unlock: {unlocked:?}");
 }
+
+/// Between MIGRATE and the slot's hand-over (the key on the target, the
+/// source answering ASK): a new owner is refused, the holder extends and
+/// releases through ASK, and waiters queued before the move (told
+/// TRYAGAIN by the module) and during it (through ASK) get the lock in
+/// turn, one at a time.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_lock_and_its_waiters_between_migrate_and_the_hand_over() {
+    let nodes = cluster(3);
+    let locker = locker(&[cluster_url(&nodes)]);
+    let name = "{m}x";
+    let mut lock = bounded(locker.try_lock(name)).await.unwrap();
+    let (from, slot) = owner_of(&nodes, name);
+    let to = (from + 1) % 3;
+    let wait = |locker: &Locker| {
+        let locker = locker.clone();
+        tokio::spawn(async move {
+            let got = locker.lock(name, Duration::from_secs(8)).await?;
+            let token = got.token();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            locker.unlock(&got).await?;
+            Ok::<u64, Error>(token)
+        })
+    };
+    let before = wait(&locker);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    open_slot_move(&nodes, &slot, from, to);
+    migrate_keys(&nodes, &slot, from, to);
+    let during = wait(&locker);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(matches!(
+        bounded(locker.try_lock(name)).await,
+        Err(Error::Taken)
+    ));
+    bounded(locker.extend(&mut lock)).await.unwrap();
+    let status = bounded(locker.status(name)).await;
+    let owner = lock.owner().as_bytes();
+    assert!(
+        matches!(&status[0].1, Ok(Some(s)) if s.owner == owner),
+        "{status:?}"
+    );
+    bounded(locker.unlock(&lock)).await.unwrap();
+    let first = bounded(before).await.unwrap();
+    let second = bounded(during).await.unwrap();
+    close_slot_move(&nodes, &slot, from, to);
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert!(first > lock.token() && second > lock.token() && first != second);
+    let (owner, _) = owner_of(&nodes, name);
+    assert_eq!(owner, to);
+    let status = redis_cli(nodes[to].port, &["LOCK.STATUS", name]);
+    assert!(!status.contains("owner"), "left held: {status}");
+}
+
+/// A cluster seed and the same address as a plain URL, or two spellings
+/// of one seed: one server listed twice, refused when built.
+#[test]
+fn a_seed_listed_again_by_another_spelling_is_refused_when_built() {
+    for pair in [
+        ["redis+cluster://127.0.0.1:7001/", "redis://127.0.0.1:7001/"],
+        [
+            "redis+cluster://127.0.0.1:7001/",
+            "redis+cluster://localhost:7001",
+        ],
+        [
+            "redis+cluster://localhost:7001/",
+            "redis://127.0.0.1:7001/0",
+        ],
+    ] {
+        let built = Builder::new(&pair).build();
+        assert!(matches!(built, Err(Error::Config(_))), "{pair:?}");
+    }
+}
+
+/// A cluster one of whose primaries lacks the module: its slots' locks are
+/// refused for good (bad settings: `Rejected`, CLI exit 78), the others'
+/// are served.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_primary_without_the_module_refuses_its_slots_locks_for_good() {
+    let mut nodes: Vec<Server> = (0..2).map(|_| Server::with(&cluster_args(), &[])).collect();
+    nodes.push(Server::configured(&cluster_args()));
+    let addrs: Vec<String> = (nodes.iter())
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let out = std::process::Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(&addrs)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for n in &nodes {
+        let ok = eventually(Duration::from_secs(20), || {
+            redis_cli(n.port, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+        });
+        assert!(ok);
+    }
+    let slot_of = |name: &str| redis_cli(nodes[0].port, &["CLUSTER", "KEYSLOT", name]);
+    let bare_id = redis_cli(nodes[2].port, &["CLUSTER", "MYID"]);
+    let shards = redis_cli(nodes[2].port, &["CLUSTER", "NODES"]);
+    let bare_ranges: Vec<(u16, u16)> = shards
+        .lines()
+        .filter(|l| l.starts_with(&bare_id))
+        .flat_map(|l| {
+            l.split_whitespace()
+                .skip(8)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|r| {
+            let (a, b) = r.split_once('-')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .collect();
+    let on_bare = |name: &String| {
+        let s: u16 = slot_of(name).parse().unwrap();
+        bare_ranges.iter().any(|&(a, b)| a <= s && s <= b)
+    };
+    let names: Vec<String> = (0..200).map(|i| format!("m:{i}")).collect();
+    let bare = names.iter().find(|n| on_bare(n)).unwrap().clone();
+    let served = names.iter().find(|n| !on_bare(n)).unwrap().clone();
+    let url = cluster_url(&nodes);
+    let locker = locker(std::slice::from_ref(&url));
+    let lock = bounded(locker.try_lock(&served)).await.unwrap();
+    bounded(locker.unlock(&lock)).await.unwrap();
+    match bounded(locker.try_lock(&bare)).await {
+        Err(Error::Rejected { .. }) => {}
+        other => panic!("{:?}", other.map(|l| l.token())),
+    }
+    let out = std::process::Command::new(workspace_binary("redis-lock"))
+        .env("REDIS_LOCK_SERVERS", &url)
+        .args(["run", &bare, "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+}
+
+/// Every primary of the map the client read replaced (each failed over to
+/// its replica, the old ones gone for good, the seed among them): the
+/// client finds the cluster again through the nodes its last map named
+/// as replicas, and the held lock is extended and released there.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_primary_replaced_and_gone_the_cluster_is_found_through_its_replicas() {
+    let mut nodes = cluster(3);
+    let replicas: Vec<Server> = (0..3).map(|n| add_replica(&nodes, n)).collect();
+    let locker = locker(&[cluster_url(&nodes)]);
+    let name = name_on(&nodes, 1, "all");
+    // The map read now names the replicas.
+    let mut lock = bounded(locker.try_lock(&name)).await.unwrap();
+    for r in &replicas {
+        assert_eq!(
+            redis_cli(r.port, &["CLUSTER", "FAILOVER", "TAKEOVER"]),
+            "OK"
+        );
+    }
+    let promoted = eventually(Duration::from_secs(20), || {
+        (replicas.iter()).all(|r| redis_cli(r.port, &["ROLE"]).starts_with("master"))
+    });
+    assert!(promoted);
+    for n in &mut nodes {
+        n.kill();
+    }
+    let ok = eventually(Duration::from_secs(20), || {
+        (replicas.iter())
+            .all(|r| redis_cli(r.port, &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+    });
+    assert!(ok);
+    // The first call finds the old primary gone; the next read the map
+    // again.
+    let mut extended = Err(Error::Taken);
+    for _ in 0..5 {
+        extended = bounded(locker.extend(&mut lock)).await;
+        if extended.is_ok() {
+            break;
+        }
+    }
+    assert!(extended.is_ok(), "{extended:?}");
+    bounded(locker.unlock(&lock)).await.unwrap();
+    let other = bounded(locker.try_lock("all:other")).await.unwrap();
+    bounded(locker.unlock(&other)).await.unwrap();
+}

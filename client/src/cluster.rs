@@ -168,16 +168,18 @@ impl Cluster {
     }
 
     /// Read the slot map (`CLUSTER SLOTS`), asking the seed and every
-    /// primary known at once and taking the first map: a primary that
-    /// failed (or a seed that went away) must not hold up the reading.
-    /// Calls waiting on one reading use it.
+    /// node the last map named (primaries and replicas) at once and
+    /// taking the first map: a primary that failed (or a seed that went
+    /// away) must not hold up the reading, and when every primary of the
+    /// last map is gone, its promoted replicas still answer. Calls
+    /// waiting on one reading use it.
     async fn refresh(&self) -> Result<(), Failure> {
         use futures_util::StreamExt;
         let _refreshing = self.refreshing.lock().await;
         if !self.map_is_empty() && !self.stale.load(Ordering::Acquire) {
             return Ok(()); // read meanwhile by another call
         }
-        let mut asked = self.map.read().expect("slot map").primaries();
+        let mut asked = self.map.read().expect("slot map").nodes();
         asked.retain(|a| *a != self.seed_addr);
         asked.insert(0, self.seed_addr.clone());
         let mut cmd = redis::cmd("CLUSTER");
