@@ -324,6 +324,7 @@ impl Cluster {
                 }
             }
             first = false;
+            let mut sent_to = None;
             let reply = match ask.take() {
                 Some(addr) => self.asking(&addr, cmd).await,
                 None => {
@@ -339,6 +340,7 @@ impl Cluster {
                         return Err(Failure::Transient(why));
                     };
                     let node = self.node(&addr)?;
+                    sent_to = Some(addr);
                     match dedicated {
                         Some(refuse) => node.query_dedicated(cmd, refuse).await,
                         None => node.query_shared(cmd, resend).await,
@@ -365,6 +367,25 @@ impl Cluster {
                     // The slot may have moved: read the map again.
                     first = true;
                     continue;
+                }
+                None if slots::never_sent(cause) && sent_to.is_some() => {
+                    // The primary's address refuses connections (gone,
+                    // its replica promoted): nothing was sent, so read the
+                    // map again and send where it says, if elsewhere.
+                    self.stale.store(true, Ordering::Release);
+                    let now = match self.refresh().await {
+                        Ok(()) => self
+                            .map
+                            .read()
+                            .expect("slot map")
+                            .primary(slot)
+                            .map(str::to_string),
+                        Err(_) => None,
+                    };
+                    if now.is_none() || now == sent_to {
+                        return reply;
+                    }
+                    redirects += 1;
                 }
                 None => {
                     // A primary down or failed over: read the map again

@@ -234,6 +234,12 @@ pub(crate) fn redirect(cause: &str) -> Option<Redirect> {
     }
 }
 
+/// A failure's text says the connection was refused: the request was
+/// never sent (as redis-rs spells an `ECONNREFUSED`).
+pub(crate) fn never_sent(cause: &str) -> bool {
+    cause.to_ascii_lowercase().contains("connection refused")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,5 +346,8 @@ mod tests {
         assert_eq!(redirect("MOVED: x"), None);
         assert_eq!(redirect("ERR: MOVED 1 h:1"), None);
         assert_eq!(redirect("broken pipe"), None);
+        assert!(never_sent("Connection refused (os error 111)"));
+        assert!(!never_sent("Connection reset by peer (os error 104)"));
+        assert!(!never_sent("broken pipe"));
     }
 }
