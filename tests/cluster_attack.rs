@@ -427,3 +427,87 @@ async fn every_primary_replaced_and_gone_the_cluster_is_found_through_its_replic
     let other = bounded(locker.try_lock("all:other")).await.unwrap();
     bounded(locker.unlock(&other)).await.unwrap();
 }
+
+/// Two seeds of one cluster while a lock's slot is being migrated (the
+/// source answering ASK): a queued wait refuses the list as it does when
+/// no slot moves, rather than two WAITs reaching the target on two
+/// connections.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_seeds_of_one_cluster_wait_through_ask_refuse_the_list() {
+    let nodes = cluster(3);
+    let seeds = [
+        cluster_url(&nodes),
+        format!("redis+cluster://localhost:{}/", nodes[1].port),
+    ];
+    let locker = locker(&seeds);
+    let name = name_on(&nodes, 2, "ask2");
+    let (_, slot) = owner_of(&nodes, &name);
+    // Both seeds met (the map read, each primary's server known).
+    assert!(bounded(locker.try_lock("warm")).await.is_err());
+    open_slot_move(&nodes, &slot, 2, 0);
+    match bounded(locker.lock(&name, Duration::from_secs(1))).await {
+        Err(Error::Config(why)) => assert!(why.contains("same server"), "{why}"),
+        other => panic!("{:?}", other.map(|l| l.token())),
+    }
+    let status = redis_cli(nodes[0].port, &["LOCK.STATUS", &name]);
+    assert!(!status.contains("owner"), "{status}");
+}
+
+/// The CLI while the slot map cannot be read (the seed stopped): without
+/// a wait it gives up as unreachable (69); waiting, a SIGTERM ends it as
+/// a signal while waiting (143), not a hang.
+#[test]
+fn the_cli_while_the_map_cannot_be_read() {
+    let nodes = cluster(3);
+    let url = cluster_url(&nodes);
+    let run = |args: &[&str]| {
+        std::process::Command::new(workspace_binary("redis-lock"))
+            .env("REDIS_LOCK_SERVERS", &url)
+            .args(args)
+            .spawn()
+            .unwrap()
+    };
+    nodes[0].signal("STOP");
+    let mut child = run(&["run", "job", "--", "true"]);
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            child.kill().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut waiting = run(&["run", "--wait", "30s", "job", "--", "true"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = waiting.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let started = std::time::Instant::now();
+    let waited = loop {
+        if let Some(s) = waiting.try_wait().unwrap() {
+            break Some(s);
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            waiting.kill().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    nodes[0].signal("CONT");
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(69),
+        "no wait: {status:?}"
+    );
+    assert_eq!(
+        waited.and_then(|s| s.code()),
+        Some(143),
+        "SIGTERM: {waited:?}"
+    );
+}
