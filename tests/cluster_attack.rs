@@ -511,3 +511,31 @@ fn the_cli_while_the_map_cannot_be_read() {
         "SIGTERM: {waited:?}"
     );
 }
+
+/// A cluster whose nodes announce no endpoint
+/// (`cluster-preferred-endpoint-type unknown-endpoint`): `CLUSTER SLOTS`
+/// names the primaries with no host and the redirections `MOVED 3999 :7001`, both
+/// reached at the seed's host. A held lock whose slot moved, and a new one
+/// in a slot being migrated (ASK), are served where the cluster says.
+#[tokio::test(flavor = "multi_thread")]
+async fn redirections_to_nodes_without_an_endpoint_go_to_the_seeds_host() {
+    let nodes = cluster_with(
+        3,
+        &["--cluster-preferred-endpoint-type", "unknown-endpoint"],
+    );
+    let locker = locker(&[cluster_url(&nodes)]);
+    let mut lock = bounded(locker.try_lock("{e}old")).await.unwrap();
+    let (from, slot) = owner_of(&nodes, "{e}old");
+    let to = (from + 1) % 3;
+    let moved = redis_cli(nodes[to].port, &["LOCK.STATUS", "{e}old"]);
+    assert!(moved.contains(" :"), "{moved}");
+    open_slot_move(&nodes, &slot, from, to);
+    let new = bounded(locker.try_lock("{e}new")).await; // ASK
+    migrate_keys(&nodes, &slot, from, to);
+    close_slot_move(&nodes, &slot, from, to);
+    let extended = bounded(locker.extend(&mut lock)).await; // MOVED
+    assert!(new.is_ok(), "ASK: {:?}", new.as_ref().map(|l| l.token()));
+    assert!(extended.is_ok(), "MOVED: {extended:?}");
+    bounded(locker.unlock(&new.unwrap())).await.unwrap();
+    bounded(locker.unlock(&lock)).await.unwrap();
+}

@@ -353,12 +353,13 @@ impl Cluster {
             };
             match slots::redirect(cause) {
                 Some(Redirect::Moved(s, addr)) => {
+                    let addr = slots::at_known_host(&addr, &self.seed_host);
                     self.map.write().expect("slot map").moved(s, &addr);
                     self.stale.store(true, Ordering::Release);
                     redirects += 1;
                 }
                 Some(Redirect::Ask(_, addr)) => {
-                    ask = Some(addr);
+                    ask = Some(slots::at_known_host(&addr, &self.seed_host));
                     redirects += 1;
                 }
                 Some(Redirect::TryAgain) => {

@@ -187,6 +187,20 @@ pub(crate) fn address(host: &str, port: i64) -> String {
     }
 }
 
+/// A redirection's `host:port` with `seed_host` for a host the server does
+/// not know (`MOVED 3999 :7001`, `?:7001` under
+/// `cluster-preferred-endpoint-type unknown-endpoint`), as
+/// [`SlotMap::from_cluster_slots`] takes such a primary.
+pub(crate) fn at_known_host(addr: &str, seed_host: &str) -> String {
+    match addr.rsplit_once(':') {
+        Some((host, port)) if host.is_empty() || host == "?" => match port.parse() {
+            Ok(port) => address(seed_host, port),
+            Err(_) => addr.to_string(),
+        },
+        _ => addr.to_string(),
+    }
+}
+
 fn int(v: &Value) -> Option<i64> {
     match v {
         Value::Int(i) => Some(*i),
@@ -346,6 +360,10 @@ mod tests {
         assert_eq!(redirect("MOVED: x"), None);
         assert_eq!(redirect("ERR: MOVED 1 h:1"), None);
         assert_eq!(redirect("broken pipe"), None);
+        assert_eq!(at_known_host(":7001", "seed"), "seed:7001");
+        assert_eq!(at_known_host("?:7001", "::1"), "[::1]:7001");
+        assert_eq!(at_known_host("h:7001", "seed"), "h:7001");
+        assert_eq!(at_known_host("[::1]:7001", "seed"), "[::1]:7001");
         assert!(never_sent("Connection refused (os error 111)"));
         assert!(!never_sent("Connection reset by peer (os error 104)"));
         assert!(!never_sent("broken pipe"));
