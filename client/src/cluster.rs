@@ -168,16 +168,18 @@ impl Cluster {
     }
 
     /// Read the slot map (`CLUSTER SLOTS`), asking the seed and every
-    /// primary known at once and taking the first map: a primary that
-    /// failed (or a seed that went away) must not hold up the reading.
-    /// Calls waiting on one reading use it.
+    /// node the last map named (primaries and replicas) at once and
+    /// taking the first map: a primary that failed (or a seed that went
+    /// away) must not hold up the reading, and when every primary of the
+    /// last map is gone, its promoted replicas still answer. Calls
+    /// waiting on one reading use it.
     async fn refresh(&self) -> Result<(), Failure> {
         use futures_util::StreamExt;
         let _refreshing = self.refreshing.lock().await;
         if !self.map_is_empty() && !self.stale.load(Ordering::Acquire) {
             return Ok(()); // read meanwhile by another call
         }
-        let mut asked = self.map.read().expect("slot map").primaries();
+        let mut asked = self.map.read().expect("slot map").nodes();
         asked.retain(|a| *a != self.seed_addr);
         asked.insert(0, self.seed_addr.clone());
         let mut cmd = redis::cmd("CLUSTER");
@@ -322,6 +324,7 @@ impl Cluster {
                 }
             }
             first = false;
+            let mut sent_to = None;
             let reply = match ask.take() {
                 Some(addr) => self.asking(&addr, cmd).await,
                 None => {
@@ -337,6 +340,7 @@ impl Cluster {
                         return Err(Failure::Transient(why));
                     };
                     let node = self.node(&addr)?;
+                    sent_to = Some(addr);
                     match dedicated {
                         Some(refuse) => node.query_dedicated(cmd, refuse).await,
                         None => node.query_shared(cmd, resend).await,
@@ -349,12 +353,13 @@ impl Cluster {
             };
             match slots::redirect(cause) {
                 Some(Redirect::Moved(s, addr)) => {
+                    let addr = slots::at_known_host(&addr, &self.seed_host);
                     self.map.write().expect("slot map").moved(s, &addr);
                     self.stale.store(true, Ordering::Release);
                     redirects += 1;
                 }
                 Some(Redirect::Ask(_, addr)) => {
-                    ask = Some(addr);
+                    ask = Some(slots::at_known_host(&addr, &self.seed_host));
                     redirects += 1;
                 }
                 Some(Redirect::TryAgain) => {
@@ -363,6 +368,25 @@ impl Cluster {
                     // The slot may have moved: read the map again.
                     first = true;
                     continue;
+                }
+                None if slots::never_sent(cause) && sent_to.is_some() => {
+                    // The primary's address refuses connections (gone,
+                    // its replica promoted): nothing was sent, so read the
+                    // map again and send where it says, if elsewhere.
+                    self.stale.store(true, Ordering::Release);
+                    let now = match self.refresh().await {
+                        Ok(()) => self
+                            .map
+                            .read()
+                            .expect("slot map")
+                            .primary(slot)
+                            .map(str::to_string),
+                        Err(_) => None,
+                    };
+                    if now.is_none() || now == sent_to {
+                        return reply;
+                    }
+                    redirects += 1;
                 }
                 None => {
                     // A primary down or failed over: read the map again

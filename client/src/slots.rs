@@ -47,12 +47,15 @@ pub(crate) struct Range {
     pub(crate) primary: String,
 }
 
-/// What `CLUSTER SLOTS` said: the ranges, and the node ids of every node
-/// it named (primaries and replicas): the cluster's identity.
+/// What `CLUSTER SLOTS` said: the ranges, the node ids of every node it
+/// named (primaries and replicas): the cluster's identity, and their
+/// addresses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct SlotMap {
     ranges: Vec<Range>,
     pub(crate) ids: Vec<String>,
+    /// `host:port` of every node named, primaries first.
+    nodes: Vec<String>,
 }
 
 impl SlotMap {
@@ -74,6 +77,20 @@ impl SlotMap {
         for r in &self.ranges {
             if !all.contains(&r.primary) {
                 all.push(r.primary.clone());
+            }
+        }
+        all
+    }
+
+    /// Every node named, primaries first, each once: where the map can be
+    /// read again. A replica is promoted when its primary fails; when
+    /// every primary of this map (the seed among them) has been replaced,
+    /// the replicas it named are the only way back to the cluster.
+    pub(crate) fn nodes(&self) -> Vec<String> {
+        let mut all = self.primaries();
+        for n in &self.nodes {
+            if !all.contains(n) {
+                all.push(n.clone());
             }
         }
         all
@@ -139,14 +156,16 @@ impl SlotMap {
                         map.ids.push(id);
                     }
                 }
-                if primary.is_none() {
-                    let host = if host.is_empty() || host == "?" {
-                        seed_host.to_string()
-                    } else {
-                        host
-                    };
-                    primary = Some(address(&host, port));
+                let host = if host.is_empty() || host == "?" {
+                    seed_host.to_string()
+                } else {
+                    host
+                };
+                let addr = address(&host, port);
+                if !map.nodes.contains(&addr) {
+                    map.nodes.push(addr.clone());
                 }
+                primary.get_or_insert(addr);
             }
             let primary = primary.ok_or("CLUSTER SLOTS: a range without a primary")?;
             map.ranges.push(Range {
@@ -165,6 +184,20 @@ pub(crate) fn address(host: &str, port: i64) -> String {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
+    }
+}
+
+/// A redirection's `host:port` with `seed_host` for a host the server does
+/// not know (`MOVED 3999 :7001`, `?:7001` under
+/// `cluster-preferred-endpoint-type unknown-endpoint`), as
+/// [`SlotMap::from_cluster_slots`] takes such a primary.
+pub(crate) fn at_known_host(addr: &str, seed_host: &str) -> String {
+    match addr.rsplit_once(':') {
+        Some((host, port)) if host.is_empty() || host == "?" => match port.parse() {
+            Ok(port) => address(seed_host, port),
+            Err(_) => addr.to_string(),
+        },
+        _ => addr.to_string(),
     }
 }
 
@@ -213,6 +246,12 @@ pub(crate) fn redirect(cause: &str) -> Option<Redirect> {
         "TRYAGAIN" if detail.contains("slot") => Some(Redirect::TryAgain),
         _ => None,
     }
+}
+
+/// A failure's text says the connection was refused: the request was
+/// never sent (as redis-rs spells an `ECONNREFUSED`).
+pub(crate) fn never_sent(cause: &str) -> bool {
+    cause.to_ascii_lowercase().contains("connection refused")
 }
 
 #[cfg(test)]
@@ -274,6 +313,15 @@ mod tests {
         assert_eq!(map.primary(16383), Some("[::1]:7002"));
         assert_eq!(map.ids, ["a", "r", "b", "c"]);
         assert_eq!(map.primaries().len(), 3);
+        assert_eq!(
+            map.nodes(),
+            [
+                "127.0.0.1:7000",
+                "seed.example:7001",
+                "[::1]:7002",
+                "127.0.0.1:7003"
+            ]
+        );
         assert!(SlotMap::from_cluster_slots(&Value::Int(1), "h").is_err());
     }
 
@@ -312,5 +360,12 @@ mod tests {
         assert_eq!(redirect("MOVED: x"), None);
         assert_eq!(redirect("ERR: MOVED 1 h:1"), None);
         assert_eq!(redirect("broken pipe"), None);
+        assert_eq!(at_known_host(":7001", "seed"), "seed:7001");
+        assert_eq!(at_known_host("?:7001", "::1"), "[::1]:7001");
+        assert_eq!(at_known_host("h:7001", "seed"), "h:7001");
+        assert_eq!(at_known_host("[::1]:7001", "seed"), "[::1]:7001");
+        assert!(never_sent("Connection refused (os error 111)"));
+        assert!(!never_sent("Connection reset by peer (os error 104)"));
+        assert!(!never_sent("broken pipe"));
     }
 }
