@@ -19,6 +19,7 @@ mod server_side;
 mod shared_cost;
 mod shared_locks;
 mod svg;
+mod topologies;
 
 use peers::Kind;
 use redis_lock_bench::{contention, server_cost, stats, waiter_memory};
@@ -110,6 +111,9 @@ async fn main() {
     }
     if std::env::var("BENCH_SECTIONS").is_ok_and(|v| v == "shared-cost") {
         return shared_locks::cost_only(quick);
+    }
+    if std::env::var("BENCH_SECTIONS").is_ok_and(|v| v == "topologies") {
+        return topologies::only(quick).await;
     }
     let out_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut md = String::new();
@@ -430,6 +434,12 @@ async fn main() {
     let shared = shared_locks::run(&server, quick, &summary).await;
     md += &shared.md;
     summary += &shared.summary;
+
+    // 8. the client through cluster and Sentinel nodes
+    let (rounds, secs) = topologies::plan(quick);
+    let topo = topologies::run(rounds, secs).await;
+    md += &topo.md;
+    summary += &topo.summary;
 
     writeln!(md, "\n## Summary\n").unwrap();
     for line in summary.lines() {
