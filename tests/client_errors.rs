@@ -152,10 +152,13 @@ async fn wrongtype_noperm_and_bad_passwords_are_rejected() {
 /// `Rejected` (CLI 78), not retried for the whole wait as an outage.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_fence_permission_and_a_replica_are_rejected_at_once() {
-    // Fresh nodes hand out different tokens, so the fencing round runs
-    // when only two grants are in (the third node is stopped; with all
-    // three in, the middle token is already on a majority).
+    // Node 1's counter is raised ahead (as by a fence from a peer whose
+    // clock is ahead), so the two grants in differ and the fencing round
+    // runs (the third node is stopped; with all three in, the middle token
+    // is already on a majority). Fresh nodes alone agree: every grant is
+    // at least the clock + 60 s.
     let nodes: Vec<Server> = Server::start_n(3);
+    nodes[1].raise_token_counter(redis_lock_client::quorum::unix_micros() + 80_000_000);
     for n in &nodes {
         q(
             &mut n.conn(),
