@@ -190,6 +190,15 @@ fn no_primary(detail: String) -> RedisError {
     RedisError::from((ErrorKind::Client, "no primary found", detail))
 }
 
+/// One step of a primary lookup: a sentinel's answer, or the ROLE check of
+/// an address (with the sentinel that named it; None: `+switch-master`).
+enum Step {
+    Asked(String, RedisResult<Option<String>>),
+    Opened(String, Option<String>, RedisResult<MultiplexedConnection>),
+}
+
+type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Step> + Send + 'a>>;
+
 /// The group behind one sentinel node.
 pub(crate) struct Group {
     url: SentinelUrl,
@@ -250,41 +259,53 @@ impl Group {
         let generation = self.generation();
         let mut why = Vec::new();
         let hint = self.hint.lock().expect("hint").clone();
+        let sentinels = self.sentinels.lock().expect("sentinels").clone();
+        // The sentinels' answers and the ROLE checks of the addresses they
+        // name, all at once: a server that hangs (one a stale sentinel
+        // still names, SIGSTOPped or cut off) must not keep the answers of
+        // the others unread until the call's deadline.
+        let mut steps: FuturesUnordered<Pending<'_>> = FuturesUnordered::new();
         let mut tried = Vec::new();
         if let Some(addr) = hint {
-            match self.open_if_primary(&addr, config).await {
-                Ok(c) => return Ok((c, generation)),
-                Err(e) => why.push(format!("{addr} (announced by +switch-master): {e}")),
-            }
-            tried.push(addr);
+            tried.push(addr.clone());
+            steps.push(self.try_primary(addr, None, config));
         }
-        let sentinels = self.sentinels.lock().expect("sentinels").clone();
-        let mut asks: FuturesUnordered<_> = sentinels
-            .iter()
-            .map(|s| async move { (s, self.ask_primary(s).await) })
-            .collect();
+        for s in &sentinels {
+            steps.push(Box::pin(async move {
+                Step::Asked(s.clone(), self.ask_primary(s).await)
+            }));
+        }
         let mut unknown = 0;
-        while let Some((sentinel, answer)) = asks.next().await {
-            match answer {
-                Ok(Some(addr)) if tried.contains(&addr) => {}
-                Ok(Some(addr)) => {
-                    match self.open_if_primary(&addr, config).await {
-                        Ok(c) => {
-                            self.discover(sentinel.clone());
-                            return Ok((c, generation));
-                        }
-                        // The primary refused these credentials or this
-                        // user: retrying will not help.
-                        Err(e) if refused(&e) => return Err(e),
-                        Err(e) => why.push(format!("{addr} (named by sentinel {sentinel}): {e}")),
+        while let Some(step) = steps.next().await {
+            match step {
+                Step::Asked(sentinel, Ok(Some(addr))) => {
+                    if !tried.contains(&addr) {
+                        tried.push(addr.clone());
+                        steps.push(self.try_primary(addr, Some(sentinel), config));
                     }
-                    tried.push(addr);
                 }
-                Ok(None) => {
+                Step::Asked(sentinel, Ok(None)) => {
                     unknown += 1;
                     why.push(format!("sentinel {sentinel} does not know it"));
                 }
-                Err(e) => why.push(format!("sentinel {sentinel}: {}", describe(&e))),
+                Step::Asked(sentinel, Err(e)) => {
+                    why.push(format!("sentinel {sentinel}: {}", describe(&e)))
+                }
+                Step::Opened(_, by, Ok(c)) => {
+                    if let Some(sentinel) = by {
+                        self.discover(sentinel);
+                    }
+                    return Ok((c, generation));
+                }
+                // The primary refused these credentials or this user:
+                // retrying will not help.
+                Step::Opened(_, Some(_), Err(e)) if refused(&e) => return Err(e),
+                Step::Opened(addr, Some(sentinel), Err(e)) => {
+                    why.push(format!("{addr} (named by sentinel {sentinel}): {e}"))
+                }
+                Step::Opened(addr, None, Err(e)) => {
+                    why.push(format!("{addr} (announced by +switch-master): {e}"))
+                }
             }
         }
         let service = &self.url.service;
@@ -304,6 +325,20 @@ impl Group {
             "no primary of {service:?} found: {}",
             why.join("; ")
         )))
+    }
+
+    /// A connection to `addr` if it is the primary, as a step of a lookup
+    /// (`by`: the sentinel that named it; None: `+switch-master` did).
+    fn try_primary<'a>(
+        &'a self,
+        addr: String,
+        by: Option<String>,
+        config: &'a AsyncConnectionConfig,
+    ) -> Pending<'a> {
+        Box::pin(async move {
+            let opened = self.open_if_primary(&addr, config).await;
+            Step::Opened(addr, by, opened)
+        })
     }
 
     /// A command to the sentinel at `addr`: without credentials, and with
