@@ -57,3 +57,144 @@ async fn a_sentinel_naming_a_hung_server_does_not_hide_the_primary() {
     }
     assert!(failed.is_empty(), "{failed:#?}");
 }
+
+/// This process's TCP connections to 127.0.0.1:`port` (its socket fds
+/// matched against /proc/net/tcp).
+fn connections_to(port: u16) -> usize {
+    let inodes: std::collections::HashSet<String> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    let remote = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // rem_address, state 01 (ESTABLISHED), inode.
+            f.len() > 9 && f[2] == remote && f[3] == "01" && inodes.contains(f[9])
+        })
+        .count()
+}
+
+/// Lockers made, used and dropped: none leaves a connection to a
+/// sentinel behind (the `+switch-master` watcher, the discovery of the
+/// other sentinels).
+#[tokio::test]
+async fn dropped_lockers_leave_no_connection_to_the_sentinels() {
+    let group = SentinelGroup::start(&[]);
+    for i in 0..10 {
+        let locker = locker(&[group.url(0)]);
+        let lock = locker.try_lock("job").await.unwrap();
+        locker.unlock(&lock).await.unwrap();
+        // The watcher and the discovery run meanwhile.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if i == 0 {
+            // The count sees them: the watcher follows the first sentinel.
+            assert!(connections_to(group.sentinels[0].port) > 0);
+        }
+    }
+    let ports: Vec<u16> = group.sentinels.iter().map(|s| s.port).collect();
+    let mut left = Vec::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = ports.iter().map(|&p| connections_to(p)).collect();
+        if left.iter().all(|&n| n == 0) {
+            break;
+        }
+    }
+    assert!(left.iter().all(|&n| n == 0), "connections left: {left:?}");
+}
+
+/// The only sentinel a node knows is stopped: a `lock` with a wait ends
+/// NoQuorum, within its wait and a node timeout (give or take the load),
+/// never hangs.
+#[tokio::test]
+async fn a_stopped_sentinel_fails_the_call_without_a_hang() {
+    let group = SentinelGroup::start(&[]);
+    group.sentinels[0].signal("STOP");
+    let locker = locker(&[group.url(0)]);
+    let started = std::time::Instant::now();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(20),
+        locker.lock("job", Duration::from_secs(1)),
+    )
+    .await;
+    group.sentinels[0].signal("CONT");
+    match outcome {
+        Ok(Err(redis_lock_client::Error::NoQuorum { .. })) => {}
+        other => panic!(
+            "expected NoQuorum, got {other:?} after {:?}",
+            started.elapsed()
+        ),
+    }
+}
+
+/// One group listed twice, as its sentinel's URL and as its primary's
+/// plain URL, beside a server that is down: the primary's yes counts once,
+/// so no majority of three.
+#[tokio::test]
+async fn a_group_and_its_primarys_own_url_vote_once() {
+    let group = SentinelGroup::start(&[]);
+    let mut down = Server::start();
+    let urls = vec![group.url(0), group.data[0].url(), down.url()];
+    down.kill();
+    let locker = locker(&urls);
+    match locker.try_lock("job").await {
+        Err(redis_lock_client::Error::NoQuorum { failures, .. }) => {
+            let why = format!("{failures:?}");
+            assert!(why.contains("reaches the same server"), "{why}");
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+}
+
+/// The CLI looking the primary up through a stopped sentinel gets SIGTERM:
+/// it exits at once (not at the end of its wait), without the lock.
+#[test]
+fn the_cli_ends_on_sigterm_during_the_primary_lookup() {
+    let group = SentinelGroup::start(&[]);
+    group.sentinels[0].signal("STOP");
+    let mut child = std::process::Command::new(workspace_binary("redis-lock"))
+        .env("REDIS_LOCK_SERVERS", group.url(0))
+        .args(["run", "job", "--wait", "60s", "--", "true"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let ended = eventually(Duration::from_secs(10), || {
+        child.try_wait().ok().flatten().is_some()
+    });
+    group.sentinels[0].signal("CONT");
+    if !ended {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(ended, "still running 10 s after SIGTERM: {stderr}");
+    assert_ne!(status.code(), Some(0), "{stderr}");
+    eprintln!("exit {status:?}: {stderr}");
+    assert_eq!(status_of(&group, "job"), None);
+}
+
+fn status_of(group: &SentinelGroup, name: &str) -> Option<Vec<u8>> {
+    status(&mut group.data[0].conn(), name).map(|s| s.0)
+}
