@@ -198,3 +198,19 @@ fn the_cli_ends_on_sigterm_during_the_primary_lookup() {
 fn status_of(group: &SentinelGroup, name: &str) -> Option<Vec<u8>> {
     status(&mut group.data[0].conn(), name).map(|s| s.0)
 }
+
+/// A service name written percent-encoded (`lo%63ks` for `locks`) names
+/// the same service, as in any URL: read as written, a name with `#`, `?`
+/// or `%` in it could not be given at all.
+#[tokio::test]
+async fn a_percent_encoded_service_name_is_decoded() {
+    let group = SentinelGroup::start(&[]);
+    let url = format!(
+        "redis+sentinel://127.0.0.1:{}/lo%63ks",
+        group.sentinels[0].port
+    );
+    let locker = locker(&[url]);
+    let lock = locker.try_lock("job").await.unwrap();
+    assert!(status_of(&group, "job").is_some());
+    locker.unlock(&lock).await.unwrap();
+}

@@ -100,11 +100,15 @@ impl SentinelUrl {
                  its primary's db 0; no db can be given): {form}"
             ));
         }
+        // Percent-decoded, as a URL's parts are: a name with `#`, `?`, `/`
+        // or `%` in it can only be written encoded.
+        let service = percent_decode(service)
+            .ok_or_else(|| format!("{service:?} is not a percent-encoded UTF-8 name: {form}"))?;
         let parsed = SentinelUrl {
             scheme,
             userinfo,
             host_port,
-            service: service.to_string(),
+            service,
             tail: tail.to_string(),
         };
         // The sentinel's address and the credentials, as the redis crate
@@ -151,6 +155,24 @@ impl SentinelUrl {
 /// another scheme, or a URL that does not parse).
 pub(crate) fn first_sentinel_of(url: &str) -> Option<redis::ConnectionInfo> {
     is_sentinel(url).then(|| SentinelUrl::parse(url).ok().map(|u| u.first_sentinel()))?
+}
+
+/// `%XX` escapes decoded (None: a bad escape, or not UTF-8).
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// `ip:port` as a URL writes it (an IPv6 address in brackets).
@@ -614,6 +636,16 @@ mod tests {
             "[::1]:26379/s"
         );
         assert!(is_sentinel("Redis+Sentinel://h:1/s") && !is_sentinel("redis://h:1/0"));
+        let encoded = SentinelUrl::parse("redis+sentinel://h/a%23b%2Fc%25%20d").unwrap();
+        assert_eq!(encoded.service, "a#b/c% d");
+        for bad in [
+            "redis+sentinel://h/a%2",
+            "redis+sentinel://h/a%zz",
+            "redis+sentinel://h/%ff",
+        ] {
+            let why = SentinelUrl::parse(bad).unwrap_err();
+            assert!(why.contains("percent-encoded"), "{bad}: {why}");
+        }
     }
 
     #[test]
