@@ -214,3 +214,56 @@ async fn a_percent_encoded_service_name_is_decoded() {
     assert!(status_of(&group, "job").is_some());
     locker.unlock(&lock).await.unwrap();
 }
+
+/// A `lock` queued on the primary (LOCK.ACQUIRE ... WAIT) when the primary
+/// is demoted (REPLICAOF, which unblocks its blocked clients) and the
+/// sentinels name the new one: the waiter follows to the new primary and
+/// gets the lock once the holder lets it go, within its wait; one holder
+/// at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_waiter_follows_a_demotion_to_the_new_primary() {
+    let group = SentinelGroup::start(&[]);
+    let holder_side = locker(&[group.url(0)]);
+    let waiter_side = locker(&[group.url(1)]);
+    let held = holder_side.try_lock("job").await.unwrap();
+    await_held_on(&group.data[1], "job");
+    let waiter = tokio::spawn(async move {
+        let outcome = waiter_side.lock("job", Duration::from_secs(20)).await;
+        (outcome, waiter_side)
+    });
+    let (old, new) = (&group.data[0], &group.data[1]);
+    let mut c = old.conn();
+    let queued = eventually(Duration::from_secs(10), || {
+        info_field(&mut c, "clients", "blocked_clients") != "0"
+    });
+    assert!(queued, "the waiter never queued on the primary");
+
+    q(&mut new.conn(), "REPLICAOF NO ONE").unwrap();
+    q(
+        &mut old.conn(),
+        &format!("REPLICAOF 127.0.0.1 {}", new.port),
+    )
+    .unwrap();
+    for s in &group.sentinels {
+        let mut c = s.conn();
+        q(&mut c, &format!("SENTINEL REMOVE {SERVICE}")).unwrap();
+        q(
+            &mut c,
+            &format!("SENTINEL MONITOR {SERVICE} 127.0.0.1 {} 2", new.port),
+        )
+        .unwrap();
+    }
+    holder_side.unlock(&held).await.unwrap();
+    assert_eq!(status(&mut new.conn(), "job").map(|s| s.0), None);
+    let (outcome, waiter_side) = waiter.await.unwrap();
+    let lock = outcome.expect("the waiter gets the lock on the new primary");
+    let (owner, ..) = status(&mut new.conn(), "job").expect("held on the new primary");
+    assert_eq!(owner, lock.owner().as_bytes());
+    waiter_side.unlock(&lock).await.unwrap();
+}
+
+fn await_held_on(server: &Server, name: &str) {
+    let mut c = server.conn();
+    let held = eventually(Duration::from_secs(10), || status(&mut c, name).is_some());
+    assert!(held, "{name} never reached 127.0.0.1:{}", server.port);
+}
