@@ -267,3 +267,47 @@ fn await_held_on(server: &Server, name: &str) {
     let held = eventually(Duration::from_secs(10), || status(&mut c, name).is_some());
     assert!(held, "{name} never reached 127.0.0.1:{}", server.port);
 }
+
+/// One sentinel still names a server that refuses the URL's credentials
+/// (an old primary, decommissioned, without this user); the two others
+/// name the live primary, which takes them. That refusal ended the lookup
+/// whenever it came first: a lock refused as a configuration error
+/// (Rejected, CLI exit 78) with the primary up.
+#[tokio::test]
+async fn a_stale_sentinel_naming_a_server_that_refuses_the_user_is_outvoted() {
+    let group = SentinelGroup::start(&[]);
+    let acl = "ACL SETUSER locker on >s3cret ~* +@all";
+    for s in &group.data {
+        q(&mut s.conn(), acl).unwrap();
+    }
+    let elsewhere = Server::start();
+    let port = group.sentinels[0].port;
+    let url = format!("redis+sentinel://locker:s3cret@127.0.0.1:{port}/{SERVICE}");
+    let locker = locker(&[url]);
+    let lock = locker.try_lock("warm").await.unwrap();
+    locker.unlock(&lock).await.unwrap();
+    // The node learns the other sentinels in a task of its own.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut stale = group.sentinels[0].conn();
+    q(&mut stale, &format!("SENTINEL REMOVE {SERVICE}")).unwrap();
+    q(
+        &mut stale,
+        &format!("SENTINEL MONITOR {SERVICE} 127.0.0.1 {} 2", elsewhere.port),
+    )
+    .unwrap();
+    let mut failed = Vec::new();
+    for i in 0..9 {
+        q(
+            &mut group.data[0].conn(),
+            "CLIENT KILL TYPE normal SKIPME yes",
+        )
+        .unwrap();
+        let name = format!("job{i}");
+        match locker.try_lock(&name).await {
+            Ok(lock) => locker.unlock(&lock).await.unwrap(),
+            Err(e) => failed.push(format!("{name}: {e:?}")),
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}

@@ -298,6 +298,7 @@ impl Group {
             }));
         }
         let mut unknown = 0;
+        let mut refusal = None;
         while let Some(step) = steps.next().await {
             match step {
                 Step::Asked(sentinel, Ok(Some(addr))) => {
@@ -319,9 +320,14 @@ impl Group {
                     }
                     return Ok((c, generation));
                 }
-                // The primary refused these credentials or this user:
-                // retrying will not help.
-                Step::Opened(_, Some(_), Err(e)) if refused(&e) => return Err(e),
+                // A server named refused these credentials or this user:
+                // retrying will not help, unless another sentinel names
+                // another server (this one's may be stale: an old primary
+                // without this user). Kept until every answer is in.
+                Step::Opened(addr, Some(sentinel), Err(e)) if refused(&e) => {
+                    why.push(format!("{addr} (named by sentinel {sentinel}): {e}"));
+                    refusal.get_or_insert(e);
+                }
                 Step::Opened(addr, Some(sentinel), Err(e)) => {
                     why.push(format!("{addr} (named by sentinel {sentinel}): {e}"))
                 }
@@ -329,6 +335,9 @@ impl Group {
                     why.push(format!("{addr} (announced by +switch-master): {e}"))
                 }
             }
+        }
+        if let Some(e) = refusal {
+            return Err(e);
         }
         let service = &self.url.service;
         if unknown == sentinels.len() {
