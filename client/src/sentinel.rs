@@ -504,8 +504,13 @@ impl Group {
 
     /// `+switch-master <name> <old ip> <old port> <new ip> <new port>`.
     fn switched(&self, payload: &str) {
-        let words: Vec<&str> = payload.split_whitespace().collect();
-        if let [name, _, _, ip, port] = words[..] {
+        // Read from the end: a service's name may hold spaces (the
+        // sentinels take `SENTINEL MONITOR "a b" ...`).
+        let mut words = payload.rsplitn(5, ' ');
+        let mut next = || words.next();
+        if let (Some(port), Some(ip), Some(_), Some(_), Some(name)) =
+            (next(), next(), next(), next(), next())
+        {
             if name == self.url.service {
                 *self.hint.lock().expect("hint") = Some(join(ip, port));
                 self.moved();
@@ -701,5 +706,15 @@ mod tests {
         g.switched("mine 127.0.0.1 1 ::1 2");
         assert_eq!(g.generation(), 1);
         assert_eq!(g.hint.lock().unwrap().as_deref(), Some("[::1]:2"));
+    }
+
+    #[test]
+    fn a_switch_of_a_service_whose_name_has_spaces_is_read() {
+        let g = Group::new(SentinelUrl::parse("redis+sentinel://h:1/a%20b").unwrap());
+        g.switched("b 127.0.0.1 1 127.0.0.1 2");
+        assert_eq!(g.generation(), 0);
+        g.switched("a b 127.0.0.1 1 127.0.0.1 2");
+        assert_eq!(g.generation(), 1);
+        assert_eq!(g.hint.lock().unwrap().as_deref(), Some("127.0.0.1:2"));
     }
 }
