@@ -16,8 +16,10 @@
 //!
 //! An address a sentinel names is used only once the server there says it
 //! is a primary (`ROLE`): a sentinel that has not yet learnt of a failover
-//! names the old one. The sentinels are asked together and the first
-//! address that is a primary wins.
+//! names the old one. The sentinels are asked together, and the addresses
+//! they name checked as the answers come (a hung server one names does not
+//! hold up the others'): the first that is a primary wins, after the
+//! address the last `+switch-master` announced, if it is one.
 //!
 //! Credentials: `user:pass` authenticate the data servers (where `LOCK.*`
 //! runs). The sentinels are asked without credentials, and with the same
@@ -288,6 +290,8 @@ impl Group {
         // the others unread until the call's deadline.
         let mut steps: FuturesUnordered<Pending<'_>> = FuturesUnordered::new();
         let mut tried = Vec::new();
+        let mut hint_pending = hint.is_some();
+        let mut found = None;
         if let Some(addr) = hint {
             tried.push(addr.clone());
             steps.push(self.try_primary(addr, None, config));
@@ -314,10 +318,17 @@ impl Group {
                 Step::Asked(sentinel, Err(e)) => {
                     why.push(format!("sentinel {sentinel}: {}", describe(&e)))
                 }
-                Step::Opened(_, by, Ok(c)) => {
-                    if let Some(sentinel) = by {
-                        self.discover(sentinel);
-                    }
+                Step::Opened(_, None, Ok(c)) => return Ok((c, generation)),
+                // While the address `+switch-master` announced is being
+                // checked, a primary named by a sentinel waits: that
+                // sentinel may not know of the switch yet, and the old
+                // primary says master until it is demoted (a grant there
+                // would be lost).
+                Step::Opened(_, Some(sentinel), Ok(c)) if hint_pending => {
+                    found.get_or_insert((c, sentinel));
+                }
+                Step::Opened(_, Some(sentinel), Ok(c)) => {
+                    self.discover(sentinel);
                     return Ok((c, generation));
                 }
                 // A server named refused these credentials or this user:
@@ -332,7 +343,12 @@ impl Group {
                     why.push(format!("{addr} (named by sentinel {sentinel}): {e}"))
                 }
                 Step::Opened(addr, None, Err(e)) => {
-                    why.push(format!("{addr} (announced by +switch-master): {e}"))
+                    why.push(format!("{addr} (announced by +switch-master): {e}"));
+                    hint_pending = false;
+                    if let Some((c, sentinel)) = found.take() {
+                        self.discover(sentinel);
+                        return Ok((c, generation));
+                    }
                 }
             }
         }
