@@ -16,8 +16,10 @@
 //!
 //! An address a sentinel names is used only once the server there says it
 //! is a primary (`ROLE`): a sentinel that has not yet learnt of a failover
-//! names the old one. The sentinels are asked together and the first
-//! address that is a primary wins.
+//! names the old one. The sentinels are asked together, and the addresses
+//! they name checked as the answers come (a hung server one names does not
+//! hold up the others'): the first that is a primary wins, after the
+//! address the last `+switch-master` announced, if it is one.
 //!
 //! Credentials: `user:pass` authenticate the data servers (where `LOCK.*`
 //! runs). The sentinels are asked without credentials, and with the same
@@ -100,11 +102,15 @@ impl SentinelUrl {
                  its primary's db 0; no db can be given): {form}"
             ));
         }
+        // Percent-decoded, as a URL's parts are: a name with `#`, `?`, `/`
+        // or `%` in it can only be written encoded.
+        let service = percent_decode(service)
+            .ok_or_else(|| format!("{service:?} is not a percent-encoded UTF-8 name: {form}"))?;
         let parsed = SentinelUrl {
             scheme,
             userinfo,
             host_port,
-            service: service.to_string(),
+            service,
             tail: tail.to_string(),
         };
         // The sentinel's address and the credentials, as the redis crate
@@ -153,6 +159,24 @@ pub(crate) fn first_sentinel_of(url: &str) -> Option<redis::ConnectionInfo> {
     is_sentinel(url).then(|| SentinelUrl::parse(url).ok().map(|u| u.first_sentinel()))?
 }
 
+/// `%XX` escapes decoded (None: a bad escape, or not UTF-8).
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// `ip:port` as a URL writes it (an IPv6 address in brackets).
 fn join(ip: &str, port: &str) -> String {
     if ip.contains(':') && !ip.starts_with('[') {
@@ -189,6 +213,15 @@ fn refused(e: &RedisError) -> bool {
 fn no_primary(detail: String) -> RedisError {
     RedisError::from((ErrorKind::Client, "no primary found", detail))
 }
+
+/// One step of a primary lookup: a sentinel's answer, or the ROLE check of
+/// an address (with the sentinel that named it; None: `+switch-master`).
+enum Step {
+    Asked(String, RedisResult<Option<String>>),
+    Opened(String, Option<String>, RedisResult<MultiplexedConnection>),
+}
+
+type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Step> + Send + 'a>>;
 
 /// The group behind one sentinel node.
 pub(crate) struct Group {
@@ -250,42 +283,77 @@ impl Group {
         let generation = self.generation();
         let mut why = Vec::new();
         let hint = self.hint.lock().expect("hint").clone();
-        let mut tried = Vec::new();
-        if let Some(addr) = hint {
-            match self.open_if_primary(&addr, config).await {
-                Ok(c) => return Ok((c, generation)),
-                Err(e) => why.push(format!("{addr} (announced by +switch-master): {e}")),
-            }
-            tried.push(addr);
-        }
         let sentinels = self.sentinels.lock().expect("sentinels").clone();
-        let mut asks: FuturesUnordered<_> = sentinels
-            .iter()
-            .map(|s| async move { (s, self.ask_primary(s).await) })
-            .collect();
+        // The sentinels' answers and the ROLE checks of the addresses they
+        // name, all at once: a server that hangs (one a stale sentinel
+        // still names, SIGSTOPped or cut off) must not keep the answers of
+        // the others unread until the call's deadline.
+        let mut steps: FuturesUnordered<Pending<'_>> = FuturesUnordered::new();
+        let mut tried = Vec::new();
+        let mut hint_pending = hint.is_some();
+        let mut found = None;
+        if let Some(addr) = hint {
+            tried.push(addr.clone());
+            steps.push(self.try_primary(addr, None, config));
+        }
+        for s in &sentinels {
+            steps.push(Box::pin(async move {
+                Step::Asked(s.clone(), self.ask_primary(s).await)
+            }));
+        }
         let mut unknown = 0;
-        while let Some((sentinel, answer)) = asks.next().await {
-            match answer {
-                Ok(Some(addr)) if tried.contains(&addr) => {}
-                Ok(Some(addr)) => {
-                    match self.open_if_primary(&addr, config).await {
-                        Ok(c) => {
-                            self.discover(sentinel.clone());
-                            return Ok((c, generation));
-                        }
-                        // The primary refused these credentials or this
-                        // user: retrying will not help.
-                        Err(e) if refused(&e) => return Err(e),
-                        Err(e) => why.push(format!("{addr} (named by sentinel {sentinel}): {e}")),
+        let mut refusal = None;
+        while let Some(step) = steps.next().await {
+            match step {
+                Step::Asked(sentinel, Ok(Some(addr))) => {
+                    if !tried.contains(&addr) {
+                        tried.push(addr.clone());
+                        steps.push(self.try_primary(addr, Some(sentinel), config));
                     }
-                    tried.push(addr);
                 }
-                Ok(None) => {
+                Step::Asked(sentinel, Ok(None)) => {
                     unknown += 1;
                     why.push(format!("sentinel {sentinel} does not know it"));
                 }
-                Err(e) => why.push(format!("sentinel {sentinel}: {}", describe(&e))),
+                Step::Asked(sentinel, Err(e)) => {
+                    why.push(format!("sentinel {sentinel}: {}", describe(&e)))
+                }
+                Step::Opened(_, None, Ok(c)) => return Ok((c, generation)),
+                // While the address `+switch-master` announced is being
+                // checked, a primary named by a sentinel waits: that
+                // sentinel may not know of the switch yet, and the old
+                // primary says master until it is demoted (a grant there
+                // would be lost).
+                Step::Opened(_, Some(sentinel), Ok(c)) if hint_pending => {
+                    found.get_or_insert((c, sentinel));
+                }
+                Step::Opened(_, Some(sentinel), Ok(c)) => {
+                    self.discover(sentinel);
+                    return Ok((c, generation));
+                }
+                // A server named refused these credentials or this user:
+                // retrying will not help, unless another sentinel names
+                // another server (this one's may be stale: an old primary
+                // without this user). Kept until every answer is in.
+                Step::Opened(addr, Some(sentinel), Err(e)) if refused(&e) => {
+                    why.push(format!("{addr} (named by sentinel {sentinel}): {e}"));
+                    refusal.get_or_insert(e);
+                }
+                Step::Opened(addr, Some(sentinel), Err(e)) => {
+                    why.push(format!("{addr} (named by sentinel {sentinel}): {e}"))
+                }
+                Step::Opened(addr, None, Err(e)) => {
+                    why.push(format!("{addr} (announced by +switch-master): {e}"));
+                    hint_pending = false;
+                    if let Some((c, sentinel)) = found.take() {
+                        self.discover(sentinel);
+                        return Ok((c, generation));
+                    }
+                }
             }
+        }
+        if let Some(e) = refusal {
+            return Err(e);
         }
         let service = &self.url.service;
         if unknown == sentinels.len() {
@@ -304,6 +372,20 @@ impl Group {
             "no primary of {service:?} found: {}",
             why.join("; ")
         )))
+    }
+
+    /// A connection to `addr` if it is the primary, as a step of a lookup
+    /// (`by`: the sentinel that named it; None: `+switch-master` did).
+    fn try_primary<'a>(
+        &'a self,
+        addr: String,
+        by: Option<String>,
+        config: &'a AsyncConnectionConfig,
+    ) -> Pending<'a> {
+        Box::pin(async move {
+            let opened = self.open_if_primary(&addr, config).await;
+            Step::Opened(addr, by, opened)
+        })
     }
 
     /// A command to the sentinel at `addr`: without credentials, and with
@@ -438,8 +520,13 @@ impl Group {
 
     /// `+switch-master <name> <old ip> <old port> <new ip> <new port>`.
     fn switched(&self, payload: &str) {
-        let words: Vec<&str> = payload.split_whitespace().collect();
-        if let [name, _, _, ip, port] = words[..] {
+        // Read from the end: a service's name may hold spaces (the
+        // sentinels take `SENTINEL MONITOR "a b" ...`).
+        let mut words = payload.rsplitn(5, ' ');
+        let mut next = || words.next();
+        if let (Some(port), Some(ip), Some(_), Some(_), Some(name)) =
+            (next(), next(), next(), next(), next())
+        {
             if name == self.url.service {
                 *self.hint.lock().expect("hint") = Some(join(ip, port));
                 self.moved();
@@ -579,6 +666,16 @@ mod tests {
             "[::1]:26379/s"
         );
         assert!(is_sentinel("Redis+Sentinel://h:1/s") && !is_sentinel("redis://h:1/0"));
+        let encoded = SentinelUrl::parse("redis+sentinel://h/a%23b%2Fc%25%20d").unwrap();
+        assert_eq!(encoded.service, "a#b/c% d");
+        for bad in [
+            "redis+sentinel://h/a%2",
+            "redis+sentinel://h/a%zz",
+            "redis+sentinel://h/%ff",
+        ] {
+            let why = SentinelUrl::parse(bad).unwrap_err();
+            assert!(why.contains("percent-encoded"), "{bad}: {why}");
+        }
     }
 
     #[test]
@@ -625,5 +722,15 @@ mod tests {
         g.switched("mine 127.0.0.1 1 ::1 2");
         assert_eq!(g.generation(), 1);
         assert_eq!(g.hint.lock().unwrap().as_deref(), Some("[::1]:2"));
+    }
+
+    #[test]
+    fn a_switch_of_a_service_whose_name_has_spaces_is_read() {
+        let g = Group::new(SentinelUrl::parse("redis+sentinel://h:1/a%20b").unwrap());
+        g.switched("b 127.0.0.1 1 127.0.0.1 2");
+        assert_eq!(g.generation(), 0);
+        g.switched("a b 127.0.0.1 1 127.0.0.1 2");
+        assert_eq!(g.generation(), 1);
+        assert_eq!(g.hint.lock().unwrap().as_deref(), Some("127.0.0.1:2"));
     }
 }

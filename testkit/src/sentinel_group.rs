@@ -83,6 +83,17 @@ impl Sentinel {
         addr.map(|(_, port)| port)
     }
 
+    /// Send `sig` (`STOP`, `CONT`) to this sentinel: a stopped one accepts
+    /// connections (the kernel does) and answers nothing.
+    pub fn signal(&self, sig: &str) {
+        let sent = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -{sig} failed");
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("sentinel.log")).unwrap_or_default()
     }
