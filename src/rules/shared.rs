@@ -723,6 +723,27 @@ mod tests {
     }
 
     #[test]
+    fn owners_with_the_same_tag_are_told_apart() {
+        // A pair found by brute force over "own%07d" (2026-11-28).
+        let (x, y) = (&b"own0002190"[..], &b"own0002920"[..]);
+        assert_eq!(tag(x), tag(y));
+        let mut s = Shared::new(Lock::new(x, 1, 1000, 0), Some(3));
+        s.join(Lock::new(y, 2, 1000, 0), 0);
+        s.join(hold("z", 3, 1000, 0), 0);
+        assert_eq!(extend(&mut s, y, 10, 0), lock::Extend::Extended);
+        assert_eq!(s.get(x).map(|h| h.deadline), Some(1000));
+        assert_eq!(s.get(y).map(|h| h.deadline), Some(10));
+        // y expires alone; x is still found after the pass moves holds.
+        assert_eq!(s.prune(10).len(), 1);
+        assert_eq!(s.holder(x, 10).map(|h| h.token), Some(1));
+        assert!(s.get(y).is_none());
+        assert_eq!(release(&mut s, y, 10), lock::Release::WrongOwner);
+        assert_eq!(release(&mut s, x, 10), lock::Release::Deleted);
+        assert_eq!(s.remove(x).map(|h| h.token), Some(1));
+        assert_eq!(s.holders().len(), 1);
+    }
+
+    #[test]
     fn places_left_by_holders_are_given_back() {
         // 5,000 holders joined and 4,999 left one by one (RELEASE) or all
         // at once (expiry): the one left kept 5,000 places, 360 KB in
