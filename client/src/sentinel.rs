@@ -40,6 +40,9 @@ use tokio::sync::oneshot;
 /// Sentinels listen here unless the URL says otherwise.
 const SENTINEL_PORT: u16 = 26379;
 
+/// How long learning the other sentinels may take (`SENTINEL SENTINELS`).
+const DISCOVER_LIMIT: Duration = Duration::from_secs(2);
+
 /// A sentinel URL, split into what every derived URL is made of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SentinelUrl {
@@ -388,39 +391,12 @@ impl Group {
         })
     }
 
-    /// A command to the sentinel at `addr`: without credentials, and with
-    /// the URL's if it asks for them.
-    async fn ask(&self, addr: &str, cmd: &redis::Cmd) -> RedisResult<Value> {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(None)
-            .set_response_timeout(None);
-        let mut first = true;
-        loop {
-            let with_credentials = !first;
-            let info = self.url.sentinel_info(addr, with_credentials);
-            let reply = async {
-                let client = Client::open(info)?;
-                let mut c = client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?;
-                cmd.query_async::<Value>(&mut c).await
-            }
-            .await;
-            match reply {
-                Err(e) if first && wants_credentials(&e) && !self.url.userinfo.is_empty() => {
-                    first = false;
-                }
-                reply => return reply,
-            }
-        }
-    }
-
     /// The primary's `host:port` as the sentinel at `addr` names it (None:
     /// it does not know the service).
     async fn ask_primary(&self, addr: &str) -> RedisResult<Option<String>> {
         let mut cmd = redis::cmd("SENTINEL");
         cmd.arg("GET-MASTER-ADDR-BY-NAME").arg(&self.url.service);
-        match self.ask(addr, &cmd).await? {
+        match ask(&self.url, addr, &cmd).await? {
             Value::Array(v) if v.len() == 2 => match (text(&v[0]), text(&v[1])) {
                 (Some(ip), Some(port)) => Ok(Some(join(&ip, &port))),
                 _ => Err(no_primary(format!("unexpected reply {v:?}"))),
@@ -475,13 +451,18 @@ impl Group {
     /// the connect that found the primary does not wait for it).
     fn discover(self: &Arc<Self>, from: String) {
         let group = Arc::downgrade(self);
+        let url = self.url.clone();
         tokio::spawn(async move {
-            let Some(g) = group.upgrade() else { return };
             let mut cmd = redis::cmd("SENTINEL");
-            cmd.arg("SENTINELS").arg(&g.url.service);
-            let Ok(Value::Array(others)) = g.ask(&from, &cmd).await else {
+            cmd.arg("SENTINELS").arg(&url.service);
+            // Bounded, and without the group meanwhile: a sentinel that
+            // stops answering after naming the primary must not keep a
+            // dropped Locker's group and its watcher alive.
+            let asked = tokio::time::timeout(DISCOVER_LIMIT, ask(&url, &from, &cmd)).await;
+            let Ok(Ok(Value::Array(others))) = asked else {
                 return;
             };
+            let Some(g) = group.upgrade() else { return };
             for fields in others {
                 let fields = match fields {
                     Value::Array(f) => f.iter().map(text).collect::<Vec<_>>(),
@@ -574,6 +555,33 @@ async fn watch(group: Weak<Group>, mut stop: oneshot::Receiver<()>, _alive: Arc<
         tokio::select! {
             _ = &mut stop => return,
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+/// A command to the sentinel at `addr`: without credentials, and with
+/// the URL's if it asks for them.
+async fn ask(url: &SentinelUrl, addr: &str, cmd: &redis::Cmd) -> RedisResult<Value> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(None)
+        .set_response_timeout(None);
+    let mut first = true;
+    loop {
+        let with_credentials = !first;
+        let info = url.sentinel_info(addr, with_credentials);
+        let reply = async {
+            let client = Client::open(info)?;
+            let mut c = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            cmd.query_async::<Value>(&mut c).await
+        }
+        .await;
+        match reply {
+            Err(e) if first && wants_credentials(&e) && !url.userinfo.is_empty() => {
+                first = false;
+            }
+            reply => return reply,
         }
     }
 }

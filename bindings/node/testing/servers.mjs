@@ -24,7 +24,7 @@ process.on('exit', () => {
 
 /** A free port below Linux's ephemeral range (32768 up), where the kernel
  * picks outgoing connections' local ports. */
-async function freePort() {
+export async function freePort() {
   for (;;) {
     const port = 20000 + Math.floor(Math.random() * 12000);
     const free = await new Promise((resolve) => {
