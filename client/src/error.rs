@@ -84,6 +84,22 @@ impl From<redis::RedisError> for Error {
     }
 }
 
+/// An error as a user reads it: a server's reply as `CODE: detail` (e.g.
+/// `NOPERM: this user has no permissions ...`), as the server spelled it.
+/// redis-rs 1.x displays known codes by its own names (`NoPerm`,
+/// `ResponseError`) and others quoted (`"WRONGTYPE"`); anything else
+/// (I/O, a refused connection) keeps its own text.
+pub(crate) fn describe(e: &redis::RedisError) -> String {
+    match (e.kind(), e.code()) {
+        (redis::ErrorKind::Server(_) | redis::ErrorKind::Extension, Some(code)) => match e.detail()
+        {
+            Some(detail) => format!("{code}: {detail}"),
+            None => e.to_string(),
+        },
+        _ => e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 //! pool of dedicated connections for blocking calls (`LOCK.ACQUIRE ... WAIT`).
 
 use crate::cluster::Cluster;
+use crate::error::describe;
 use crate::sentinel::{self, Group};
 use crate::server_clock::ServerClock;
 use crate::server_ids::{self, SameServers, ServerTag};
@@ -65,21 +66,6 @@ pub(crate) fn classify(e: RedisError) -> Failure {
         Failure::Rejected(describe(&e))
     } else {
         Failure::Transient(describe(&e))
-    }
-}
-
-/// An error as a user reads it: a server's reply as `CODE: detail` (e.g.
-/// `NOPERM: this user has no permissions ...`), as the server spelled it.
-/// redis-rs 1.x displays known codes by its own names (`NoPerm`,
-/// `ResponseError`) and others quoted (`"WRONGTYPE"`); anything else
-/// (I/O, a refused connection) keeps its own text.
-pub(crate) fn describe(e: &RedisError) -> String {
-    match (e.kind(), e.code()) {
-        (ErrorKind::Server(_) | ErrorKind::Extension, Some(code)) => match e.detail() {
-            Some(detail) => format!("{code}: {detail}"),
-            None => e.to_string(),
-        },
-        _ => e.to_string(),
     }
 }
 

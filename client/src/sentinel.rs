@@ -26,7 +26,7 @@
 //! ones if a sentinel answers `NOAUTH` (a sentinel with `requirepass` set
 //! to the data servers' password, as `sentinel auth-pass` usually is).
 
-use crate::node::describe;
+use crate::error::describe;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::MultiplexedConnection;
 use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
