@@ -19,7 +19,9 @@ def test_readers_hold_together_and_a_writer_is_kept_out(servers):
             locker.lock("table")
         status = locker.status("table")
         assert status.state == "shared" and not status.held and status.owner is None
-        assert status.holders == [(r1.owner, 3), (r2.owner, 3)]
+        # In any order: a grant still on its way to one server can land
+        # there after the next holder's (seen in a fresh-clone make test).
+        assert sorted(status.holders) == sorted([(r1.owner, 3), (r2.owner, 3)])
         assert (status.limit, status.servers, status.of) == (None, 3, 3)
         assert "holders=" in repr(status)
     assert r1.released and r2.released
@@ -38,7 +40,7 @@ def test_a_limit_of_two_on_three_servers(servers):
     with pytest.raises(Taken):
         locker.lock("pool", limit=2)
     status = locker.status("pool")
-    assert status.limit == 2 and [o for o, _ in status.holders] == [a.owner, b.owner]
+    assert status.limit == 2 and sorted(o for o, _ in status.holders) == sorted([a.owner, b.owner])
     with pytest.raises(Rejected):
         locker.lock("pool", limit=3)
     a.release()
@@ -77,7 +79,7 @@ def test_asyncio_shared_and_limited(servers):
                 with pytest.raises(Taken):
                     await locker.lock("doc")
                 status = await locker.status("doc")
-                assert [o for o, _ in status.holders] == [r1.owner, r2.owner]
+                assert sorted(o for o, _ in status.holders) == sorted([r1.owner, r2.owner])
         # Four tasks under a limit of 2: never more than two inside.
         inside, most = 0, 0
 
