@@ -26,6 +26,13 @@ const freeSoon = async (servers, name) => {
   return held(servers, name);
 };
 
+const heldSoon = async (servers, name) => {
+  for (let i = 0; i < 100 && (await heldOn(servers, name)) < servers.length; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return held(servers, name);
+};
+
 for (const n of [1, 3]) {
   test(`acquire and release on ${n} server(s)`, async () => {
     const servers = n === 1 ? [one] : three;
@@ -38,11 +45,12 @@ for (const n of [1, 3]) {
     assert.ok(lock.validity > 0 && lock.validity <= 10_000);
     assert.equal(lock.lost, false);
     assert.equal(lock.signal.aborted, false);
-    assert.deepEqual(await held(servers, 'lock:job'), servers.map(() => true));
+    // The grant not needed for the majority can land just after the call.
+    assert.deepEqual(await heldSoon(servers, 'lock:job'), servers.map(() => true));
     await assert.rejects(new Locker(urls(servers)).lock('lock:job'), TakenError);
     await lock.release();
     assert.equal(lock.released, true);
-    assert.deepEqual(await held(servers, 'lock:job'), servers.map(() => false));
+    assert.deepEqual(await freeSoon(servers, 'lock:job'), servers.map(() => false));
     await lock.release(); // again: nothing to do
     assert.equal(lock.signal.aborted, false, 'released, not lost');
   });
