@@ -6,28 +6,8 @@
 //! (53.5 per cycle at b1da5b4 against 47.7 at 861894b).
 
 use redis_lock_client::Builder;
+use redis_lock_testkit::counting_alloc::{allocations, Counting};
 use redis_lock_testkit::{urls, Server};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.realloc(ptr, layout, new_size)
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -42,12 +22,12 @@ async fn a_quorum_lock_and_unlock_box_no_request_twice() {
         locker.unlock(&lock).await.unwrap();
     }
     let cycles = 200;
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocations();
     for _ in 0..cycles {
         let lock = locker.try_lock("allocs").await.unwrap();
         locker.unlock(&lock).await.unwrap();
     }
-    let per_cycle = (ALLOCS.load(Ordering::Relaxed) - before) as f64 / cycles as f64;
+    let per_cycle = (allocations() - before) as f64 / cycles as f64;
     // 47.7 measured; one more box per request (6 per cycle) is over.
     assert!(
         per_cycle < 51.0,

@@ -3,6 +3,7 @@
 
 pub mod chaos;
 pub mod cluster;
+pub mod counting_alloc;
 pub mod proxy;
 pub mod resp_proxy;
 pub mod sentinel_group;

@@ -8,27 +8,7 @@
 mod cycle;
 
 use cycle::Load;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.realloc(ptr, layout, new_size)
-    }
-}
+use redis_lock_testkit::counting_alloc::{allocations, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -46,10 +26,10 @@ async fn main() {
         let mut count = 0;
         for i in 0..cycles + 10 {
             // The first cycles open connections: not counted.
-            let before = ALLOCS.load(Ordering::Relaxed);
+            let before = allocations();
             load.cycle(mode, "allocs").await;
             if i >= 10 {
-                count += ALLOCS.load(Ordering::Relaxed) - before;
+                count += allocations() - before;
             }
         }
         println!(
