@@ -115,3 +115,34 @@ async fn a_takeover_found_by_a_resent_release_is_expired() {
     let unlocked = l.unlock(&lock).await;
     assert!(matches!(unlocked, Err(Error::Expired)), "{unlocked:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grant_that_lands_after_the_round_and_the_unlock_is_given_back() {
+    // CI on e6093a3: a connection still opening when try_lock won (its
+    // TIME reading held back) let the unlock's RELEASE overtake the
+    // ACQUIRE, which was sent before the round's deadline and granted
+    // after it; cut off at the deadline, that grant held the name on one
+    // server for a TTL after the unlock.
+    let s = Server::start_n(3);
+    let proxy = RespProxy::to(s[2].port);
+    let via = [s[0].url(), s[1].url(), proxy.url()];
+    let l = locker(&via, 100);
+    proxy.delay("TIME", Duration::from_millis(50));
+    proxy.delay("LOCK.ACQUIRE", Duration::from_millis(300));
+    let lock = l.try_lock("job").await.unwrap();
+    l.unlock(&lock).await.unwrap();
+    let mut c = s[2].conn();
+    let acquired = |c: &mut redis::Connection| {
+        let stats: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+        stats.contains("cmdstat_lock.acquire:calls=1,")
+    };
+    assert!(
+        eventually(Duration::from_secs(2), || acquired(&mut c)),
+        "the late ACQUIRE never reached the server"
+    );
+    assert!(
+        eventually(Duration::from_secs(2), || status(&mut c, "job").is_none()),
+        "the late grant was left held: {:?}",
+        status(&mut c, "job")
+    );
+}

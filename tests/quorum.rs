@@ -214,10 +214,18 @@ async fn an_auto_lock_extends_to_a_new_ttl_that_renewals_keep() {
     let signal = guard.lost_signal();
     tokio::time::sleep(Duration::from_millis(1500)).await; // 2.5 old TTLs
     assert!(!guard.is_lost());
-    for n in &nodes {
-        let left = status(&mut n.conn(), "stretched").expect("held").2;
-        assert!(left > 20_000, "renewed to the new TTL: {left} ms left");
-    }
+    // A majority, the contract: with a 30 ms node timeout, a loaded
+    // machine can leave the third server's first ACQUIRE unsent (Valkey,
+    // a fresh-clone make test of 37e4a09).
+    let left: Vec<i64> = nodes
+        .iter()
+        .filter_map(|n| status(&mut n.conn(), "stretched").map(|s| s.2))
+        .collect();
+    let renewed = left.iter().filter(|&&ms| ms > 20_000).count();
+    assert!(
+        renewed >= 2,
+        "renewed to the new TTL on a majority: {left:?} ms left"
+    );
     guard.unlock().await.unwrap();
     assert!(
         !signal.await,

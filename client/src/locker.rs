@@ -446,17 +446,22 @@ impl Locker {
                 Late::OnOpen(late, deadline) if !req.reentrant => {
                     self.inner.stragglers.drive(deadline, late)
                 }
-                // ... also after the round's deadline: a hold that lands
-                // then is the handle's too, and left unrecorded it stayed a
-                // TTL after the unlock (3f191a0). Up to a TTL more: one
-                // later (a server stalled that long) is left to expire, as
-                // a task per acquisition kept for a stopped server piled up
-                // without end (4dd471c).
+                // ... also after the round's deadline, up to a TTL more:
+                // a request still connecting when the round ended (a
+                // Sentinel node's first lookup on a loaded machine) can be
+                // sent just before that deadline and grant after it, and
+                // cut off there it held the name a TTL after the unlock
+                // (CI on e6093a3). A REENTRANT lock's
+                // late hold is the handle's and is recorded (3f191a0).
+                // Later than that (a server stalled a TTL) it is left to
+                // expire: a task per acquisition kept for a stopped server
+                // piled up without end (4dd471c).
                 Late::OnOpen(late, deadline) | Late::Drive(late, deadline) => {
-                    let more = if req.reentrant {
-                        req.ttl
-                    } else {
-                        Duration::ZERO
+                    // A caller's own owner's late grant is not given back
+                    // (see settle_late): only driven, to the deadline.
+                    let more = match req.unique || req.reentrant {
+                        true => req.ttl,
+                        false => Duration::ZERO,
                     };
                     let until = deadline.deadline() + more;
                     settle_late(

@@ -17,9 +17,8 @@ struct Rules {
     /// Commands with this argument (any case) are refused with `error`.
     refuse_arg: Vec<u8>,
     error: String,
-    /// Commands of this name wait this long before they go on.
-    delay_command: Vec<u8>,
-    delay: Duration,
+    /// Commands of these names wait this long before they go on.
+    delays: Vec<(Vec<u8>, Duration)>,
     /// The next command of this name runs, and its reply is lost with the
     /// client's connection (one-shot).
     lose_reply_of: Vec<u8>,
@@ -69,11 +68,15 @@ impl RespProxy {
     }
 
     /// From now on, hold back each `command` by `delay` (and what follows
-    /// it on its connection).
+    /// it on its connection); a zero `delay` stops holding it back. Other
+    /// commands keep the delays they were given.
     pub fn delay(&self, command: &str, delay: Duration) {
         let mut rules = self.rules.lock().unwrap();
-        rules.delay_command = command.as_bytes().to_vec();
-        rules.delay = delay;
+        let name = command.as_bytes().to_ascii_uppercase();
+        rules.delays.retain(|(held, _)| *held != name);
+        if !delay.is_zero() {
+            rules.delays.push((name, delay));
+        }
     }
 }
 
@@ -153,18 +156,18 @@ fn requests(mut from: TcpStream, mut to: TcpStream, target: u16, rules: Arc<Mute
                 && args
                     .iter()
                     .any(|a| a.eq_ignore_ascii_case(&rules.refuse_arg));
-            let slow = !rules.delay.is_zero()
-                && args
-                    .first()
-                    .is_some_and(|c| c.eq_ignore_ascii_case(&rules.delay_command));
+            let slow = args.first().and_then(|c| {
+                let mut delays = rules.delays.iter();
+                delays.find_map(|(held, d)| c.eq_ignore_ascii_case(held).then_some(*d))
+            });
             let out = if refused {
                 let script = format!("return redis.error_reply({:?})", rules.error);
                 encode(&[&b"EVAL"[..], script.as_bytes(), b"0"])
             } else {
                 raw
             };
-            if slow {
-                std::thread::sleep(rules.delay);
+            if let Some(delay) = slow {
+                std::thread::sleep(delay);
             }
             if to.write_all(&out).is_err() {
                 return;
