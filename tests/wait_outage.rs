@@ -167,6 +167,39 @@ async fn a_wait_with_a_stopped_majority_is_no_quorum_and_leaves_nothing_held() {
     }
 }
 
+/// One server refusing, one stopped, one up: a majority unreachable. The
+/// probe took the live server's answer and one refusal as the verdict
+/// (one yes fewer than needed, one failure: "reachable"), before the
+/// stopped server's timeout was in, and every path's wait ran to its
+/// deadline (2026-11-28; `retry_count` did so 1 run in 8 with two servers
+/// killed, when the live answer beat the second refusal).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_with_one_server_refusing_and_one_stopped_is_no_quorum() {
+    let mut nodes = Server::start_n(3);
+    let urls = urls(&nodes);
+    nodes[0].kill();
+    nodes[1].signal("STOP");
+    let locker = Builder::new(&urls)
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let wait = Duration::from_secs(20);
+    let paths = [
+        ("a generated owner", LockOptions::new().wait(wait)),
+        ("an own owner", LockOptions::new().wait(wait).owner("me")),
+        ("reentrant", LockOptions::new().wait(wait).reentrant(true)),
+    ];
+    for (path, opts) in paths {
+        let started = Instant::now();
+        let got = locker.acquire("k", &opts).await;
+        let took = started.elapsed();
+        assert!(matches!(got, Err(Error::NoQuorum { .. })), "{path}: {got:?}");
+        assert!(took < Duration::from_secs(10), "{path}: waited {took:?}");
+    }
+    nodes[1].signal("CONT");
+}
+
 /// A try without a wait after the servers closed the Locker's connections
 /// (their `timeout` for idle clients, here a CLIENT KILL): it said NoQuorum,
 /// "broken pipe" on every node, with every server up; it takes the lock.

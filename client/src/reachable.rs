@@ -14,15 +14,19 @@ use crate::quorum::{self, Answer};
 use redis::Value;
 use std::time::{Duration, Instant};
 
-/// Any reply, an error reply too, is a server that can be reached; only a
-/// request that got none (refused, timed out, a broken connection) or a
-/// server that cannot serve now (`LOADING`, `TRYAGAIN`) counts as not.
-/// A server in the restart guard is reached: the guard refuses new locks
-/// only, so it answers this probe and a wait waits the guard out
-/// (tests/wait_outage.rs). (`LOCK.SERVERID` is also `allow-loading`.)
+/// Any reply, an error reply too, is a server that can be reached (a
+/// yes: the probe's quorum is of servers reached); only a request that got
+/// none (refused, timed out, a broken connection) or a server that cannot
+/// serve now (`LOADING`, `TRYAGAIN`) counts as not. A server in the restart
+/// guard is reached: the guard refuses new locks only, so it answers this
+/// probe and a wait waits the guard out (tests/wait_outage.rs).
+/// (`LOCK.SERVERID` is also `allow-loading`.) Counted as "busy", a reply
+/// decided the round as soon as one refusal made the quorum impossible,
+/// before the second refusal was in: one failure of a majority of two
+/// read as reachable, and the wait ran to its deadline (2026-11-28).
 fn reached(reply: Result<Value, Failure>) -> Answer {
     match reply {
-        Ok(_) | Err(Failure::Rejected(_)) => Answer::Busy,
+        Ok(_) | Err(Failure::Rejected(_)) => Answer::Yes(0),
         Err(Failure::Transient(cause)) => Answer::Failed(cause),
     }
 }
@@ -86,7 +90,9 @@ impl Locker {
         // Sent again on a new connection where the cached one is found
         // broken (a server restarted, or closed it idle): harmless, and
         // that server is up.
-        let mut round = self.round(&all, probe, timeout, reached, true).await;
+        let mut round = self
+            .round_needing(&all, probe, timeout, reached, true, needed)
+            .await;
         round.take_ready();
         let tally = round.detach(&self.inner.stragglers);
         let err = Error::NoQuorum {
