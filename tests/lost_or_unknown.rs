@@ -116,26 +116,26 @@ async fn a_takeover_found_by_a_resent_release_is_expired() {
     assert!(matches!(unlocked, Err(Error::Expired)), "{unlocked:?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_grant_that_lands_after_the_round_and_the_unlock_is_given_back() {
-    // CI on e6093a3: a connection still opening when try_lock won (its
-    // TIME reading held back) let the unlock's RELEASE overtake the
-    // ACQUIRE, which was sent before the round's deadline and granted
-    // after it; cut off at the deadline, that grant held the name on one
-    // server for a TTL after the unlock.
-    let s = Server::start_n(3);
-    let proxy = RespProxy::to(s[2].port);
-    let via = [s[0].url(), s[1].url(), proxy.url()];
+/// Three servers, the third behind a proxy that holds back its clock
+/// reading (`TIME`, 50 ms) and its ACQUIRE (300 ms, past the 100 ms node
+/// timeout); the first two grant after 20 ms, so that a lock is won while
+/// the third's new connection is open but still reading the clock. The
+/// proxies, and the Locker, which has opened no connection yet.
+fn racing_a_new_connection(s: &[Server]) -> (Vec<RespProxy>, Locker) {
+    let proxies: Vec<RespProxy> = s.iter().map(|s| RespProxy::to(s.port)).collect();
+    proxies[0].delay("LOCK.ACQUIRE", Duration::from_millis(20));
+    proxies[1].delay("LOCK.ACQUIRE", Duration::from_millis(20));
+    proxies[2].delay("TIME", Duration::from_millis(50));
+    proxies[2].delay("LOCK.ACQUIRE", Duration::from_millis(300));
+    let via: Vec<String> = proxies.iter().map(RespProxy::url).collect();
     let l = locker(&via, 100);
-    proxy.delay("TIME", Duration::from_millis(50));
-    proxy.delay("LOCK.ACQUIRE", Duration::from_millis(300));
-    let lock = l.try_lock("job").await.unwrap();
-    l.unlock(&lock).await.unwrap();
-    let mut c = s[2].conn();
-    let acquired = |c: &mut redis::Connection| {
-        let stats: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
-        stats.contains("cmdstat_lock.acquire:calls=1,")
-    };
+    (proxies, l)
+}
+
+/// `s` saw exactly one ACQUIRE, and holds nothing once it has run.
+fn acquired_once_then_free(s: &Server) {
+    let mut c = s.conn();
+    let acquired = |c: &mut redis::Connection| command_calls(c, "lock.acquire") == 1;
     assert!(
         eventually(Duration::from_secs(2), || acquired(&mut c)),
         "the late ACQUIRE never reached the server"
@@ -145,4 +145,32 @@ async fn a_grant_that_lands_after_the_round_and_the_unlock_is_given_back() {
         "the late grant was left held: {:?}",
         status(&mut c, "job")
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grant_that_lands_after_the_round_and_the_unlock_is_given_back() {
+    // CI on e6093a3: a connection still opening when try_lock won (its
+    // clock reading held back) let the unlock's RELEASE overtake the
+    // ACQUIRE, which was sent before the round's deadline and granted
+    // after it; cut off at the deadline, that grant held the name on one
+    // server for a TTL after the unlock.
+    let s = Server::start_n(3);
+    let (_proxies, l) = racing_a_new_connection(&s);
+    let lock = l.try_lock("job").await.unwrap();
+    l.unlock(&lock).await.unwrap();
+    acquired_once_then_free(&s[2]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_callers_own_owner_unlock_goes_out_after_the_acquire_it_undoes() {
+    // The same race with the caller's own owner, whose late grant is not
+    // given back (it may be a newer call's): the first request on a new
+    // connection is on it before anyone else's, so the unlock's RELEASE
+    // runs after the ACQUIRE instead of overtaking it (CI on e6093a3).
+    let s = Server::start_n(3);
+    let (_proxies, l) = racing_a_new_connection(&s);
+    let opts = LockOptions::new().owner("worker-1");
+    let lock = l.acquire("job", &opts).await.unwrap();
+    l.unlock(&lock).await.unwrap();
+    acquired_once_then_free(&s[2]);
 }

@@ -12,8 +12,10 @@ use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::RedisError;
 use redis::{AsyncConnectionConfig, Client, Cmd, ConnectionInfo, ErrorKind, IntoConnectionInfo};
 use redis::{ServerErrorKind, Value};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Mutex};
 
@@ -164,6 +166,13 @@ impl Drop for Unanswered<'_> {
             doubt.store(DOUBTS.fetch_add(1, Ordering::Relaxed), Ordering::Release);
         }
     }
+}
+
+/// A shared connection just opened, not yet shared, and the node's
+/// `connecting` lock, held until its clock is read (`Node::share`).
+struct Opened<'a> {
+    driven: Driven,
+    _connecting: tokio::sync::MutexGuard<'a, ()>,
 }
 
 /// A reply, and the server whose connection carried it (`server_ids.rs`).
@@ -386,10 +395,11 @@ impl Node {
     /// The shared connection, opened if needed. Opening is boxed apart:
     /// its future is kilobytes, and inlined it would size (and cost a copy
     /// of) every request's future, though nearly every request finds the
-    /// connection open.
-    async fn connection(&self) -> redis::RedisResult<SharedConn> {
+    /// connection open. A connection this call opened comes back not yet
+    /// shared (`Opened`): the caller's request goes out on it first.
+    async fn connection(&self) -> redis::RedisResult<(SharedConn, Option<Opened<'_>>)> {
         match self.cached() {
-            Some(c) => Ok(c),
+            Some(c) => Ok((c, None)),
             None => Box::pin(self.connect()).await,
         }
     }
@@ -404,7 +414,9 @@ impl Node {
             return c.meet().await;
         }
         if !self.is_connected() {
-            let _ = self.connection().await;
+            if let Ok(((c, ..), Some(opened))) = self.connection().await {
+                self.share(opened, c).await;
+            }
         } else if !self.is_met() {
             let _reading = self.connecting.lock().await;
         }
@@ -418,24 +430,61 @@ impl Node {
         self.is_connected() && self.connecting.try_lock().is_ok()
     }
 
-    async fn connect(&self) -> redis::RedisResult<SharedConn> {
-        let _connecting = self.connecting.lock().await;
+    async fn connect(&self) -> redis::RedisResult<(SharedConn, Option<Opened<'_>>)> {
+        let connecting = self.connecting.lock().await;
         if let Some(open) = self.cached() {
-            return Ok(open);
+            return Ok((open, None));
         }
         let (mut c, generation) = self.open().await?;
         let server = self.identify(&mut c).await?;
         let id = self.opened.fetch_add(1, Ordering::Relaxed);
-        let open = Driven::here((c.clone(), generation), id, server.clone());
-        *self.conn.lock().expect("connection slot") = Some(open);
-        // Kept before the clock is read: a request's timeout cuts this
-        // short, and a connection opened whose TIME reply came after the
-        // node timeout (a slow link: the reading is one more round trip in
-        // the first request's timeout) was thrown away and opened again,
-        // with the same end, on every request. The reading is only a
-        // ticket's scale; requests sent meanwhile queue behind it in order.
+        let driven = Driven::here((c.clone(), generation), id, server.clone());
+        let opened = Opened {
+            driven,
+            _connecting: connecting,
+        };
+        Ok(((c, id, server), Some(opened)))
+    }
+
+    /// Share a connection just opened, then read the server's clock on it
+    /// (`connecting` stays held until then: `meet` waits for the reading).
+    /// Shared before the reading: a request's timeout cuts this short, and
+    /// a connection opened whose TIME reply came after the node timeout (a
+    /// slow link) was thrown away and opened again, with the same end, on
+    /// every request. The reading is only a ticket's scale.
+    async fn share(&self, opened: Opened<'_>, mut c: MultiplexedConnection) {
+        let Opened {
+            driven,
+            _connecting,
+        } = opened;
+        *self.conn.lock().expect("connection slot") = Some(driven);
         self.read_clock(&mut c).await;
-        Ok((c, id, server))
+    }
+
+    /// The first request on a connection it opened, put on the connection
+    /// before the connection is shared: a request made meanwhile (an
+    /// unlock's RELEASE while this ACQUIRE's connection opened) went out
+    /// ahead of it when the opener sent it only after the clock reading,
+    /// and the grant then landed after the release (CI on e6093a3). The
+    /// reading follows it, pipelined.
+    async fn first_request(
+        &self,
+        opened: Opened<'_>,
+        c: &mut MultiplexedConnection,
+        cmd: &Cmd,
+    ) -> redis::RedisResult<Value> {
+        let clock = c.clone();
+        let mut reply = std::pin::pin!(request(c, cmd));
+        // The first poll puts the request on the connection's queue.
+        let first = std::future::poll_fn(|cx| Poll::Ready(reply.as_mut().poll(cx))).await;
+        let sharing = self.share(opened, clock);
+        match first {
+            Poll::Ready(reply) => {
+                sharing.await;
+                reply
+            }
+            Poll::Pending => futures_util::future::join(reply, sharing).await.0,
+        }
     }
 
     /// Read the server's clock (`TIME`) for queued waits' tickets
@@ -604,10 +653,13 @@ impl Node {
             // doubt arose shows that what was given up has been answered.
             let doubt = self.doubt.load(Ordering::Acquire);
             let attempt = async {
-                let (mut c, id, server) = self.connection().await?;
+                let ((mut c, id, server), opened) = self.connection().await?;
                 used = Some(id);
                 let mut unanswered = Unanswered(Some(&self.doubt));
-                let reply = request(&mut c, cmd).await;
+                let reply = match opened {
+                    None => request(&mut c, cmd).await,
+                    Some(opened) => Box::pin(self.first_request(opened, &mut c, cmd)).await,
+                };
                 unanswered.0 = None;
                 reply.map(|v| (v, server))
             };
