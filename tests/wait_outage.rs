@@ -194,7 +194,10 @@ async fn a_wait_with_one_server_refusing_and_one_stopped_is_no_quorum() {
         let started = Instant::now();
         let got = locker.acquire("k", &opts).await;
         let took = started.elapsed();
-        assert!(matches!(got, Err(Error::NoQuorum { .. })), "{path}: {got:?}");
+        assert!(
+            matches!(got, Err(Error::NoQuorum { .. })),
+            "{path}: {got:?}"
+        );
         assert!(took < Duration::from_secs(10), "{path}: waited {took:?}");
     }
     nodes[1].signal("CONT");

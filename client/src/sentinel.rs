@@ -40,9 +40,6 @@ use tokio::sync::oneshot;
 /// Sentinels listen here unless the URL says otherwise.
 const SENTINEL_PORT: u16 = 26379;
 
-/// How long learning the other sentinels may take (`SENTINEL SENTINELS`).
-const DISCOVER_LIMIT: Duration = Duration::from_secs(2);
-
 /// A sentinel URL, split into what every derived URL is made of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SentinelUrl {
@@ -327,13 +324,10 @@ impl Group {
                 // sentinel may not know of the switch yet, and the old
                 // primary says master until it is demoted (a grant there
                 // would be lost).
-                Step::Opened(_, Some(sentinel), Ok(c)) if hint_pending => {
-                    found.get_or_insert((c, sentinel));
+                Step::Opened(_, Some(_), Ok(c)) if hint_pending => {
+                    found.get_or_insert(c);
                 }
-                Step::Opened(_, Some(sentinel), Ok(c)) => {
-                    self.discover(sentinel);
-                    return Ok((c, generation));
-                }
+                Step::Opened(_, Some(_), Ok(c)) => return Ok((c, generation)),
                 // A server named refused these credentials or this user:
                 // retrying will not help, unless another sentinel names
                 // another server (this one's may be stale: an old primary
@@ -348,8 +342,7 @@ impl Group {
                 Step::Opened(addr, None, Err(e)) => {
                     why.push(format!("{addr} (announced by +switch-master): {e}"));
                     hint_pending = false;
-                    if let Some((c, sentinel)) = found.take() {
-                        self.discover(sentinel);
+                    if let Some(c) = found.take() {
                         return Ok((c, generation));
                     }
                 }
@@ -392,17 +385,56 @@ impl Group {
     }
 
     /// The primary's `host:port` as the sentinel at `addr` names it (None:
-    /// it does not know the service).
+    /// it does not know the service). The group's other sentinels are
+    /// asked for in the same round trip (`SENTINEL SENTINELS`) and learned
+    /// at once: learned in a task of its own after the lookup, they were
+    /// not yet known when the first sentinel went away right after the
+    /// first lock (Valkey, a fresh-clone make test of 28688ae).
     async fn ask_primary(&self, addr: &str) -> RedisResult<Option<String>> {
-        let mut cmd = redis::cmd("SENTINEL");
-        cmd.arg("GET-MASTER-ADDR-BY-NAME").arg(&self.url.service);
-        match ask(&self.url, addr, &cmd).await? {
+        let mut asked = redis::pipe();
+        asked.ignore_errors();
+        let service = &self.url.service;
+        asked
+            .cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(service);
+        asked.cmd("SENTINEL").arg("SENTINELS").arg(service);
+        let mut replies = ask(&self.url, addr, &asked).await?.into_iter();
+        let primary = replies.next().unwrap_or(Value::Nil).extract_error()?;
+        // Refused (an ACL without `sentinel|sentinels`) or unknown: the
+        // sentinels known stay as they are.
+        if let Some(Value::Array(others)) = replies.next() {
+            self.learn(others);
+        }
+        match primary {
             Value::Array(v) if v.len() == 2 => match (text(&v[0]), text(&v[1])) {
                 (Some(ip), Some(port)) => Ok(Some(join(&ip, &port))),
                 _ => Err(no_primary(format!("unexpected reply {v:?}"))),
             },
             Value::Nil => Ok(None),
             other => Err(no_primary(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Add the sentinels of a `SENTINEL SENTINELS` reply to those known.
+    fn learn(&self, others: Vec<Value>) {
+        for fields in others {
+            let fields = match fields {
+                Value::Array(f) => f.iter().map(text).collect::<Vec<_>>(),
+                Value::Map(m) => m.iter().flat_map(|(k, v)| [text(k), text(v)]).collect(),
+                _ => continue,
+            };
+            let field = |name: &str| {
+                let at = fields.iter().position(|f| f.as_deref() == Some(name))?;
+                fields.get(at + 1).cloned().flatten()
+            };
+            if let (Some(ip), Some(port)) = (field("ip"), field("port")) {
+                let addr = join(&ip, &port);
+                let mut known = self.sentinels.lock().expect("sentinels");
+                if !known.contains(&addr) {
+                    known.push(addr);
+                }
+            }
         }
     }
 
@@ -445,43 +477,6 @@ impl Group {
             ))),
             other => Err(no_primary(format!("ROLE answered {other:?}"))),
         }
-    }
-
-    /// Learn the group's other sentinels from `from` (in the background:
-    /// the connect that found the primary does not wait for it).
-    fn discover(self: &Arc<Self>, from: String) {
-        let group = Arc::downgrade(self);
-        let url = self.url.clone();
-        tokio::spawn(async move {
-            let mut cmd = redis::cmd("SENTINEL");
-            cmd.arg("SENTINELS").arg(&url.service);
-            // Bounded, and without the group meanwhile: a sentinel that
-            // stops answering after naming the primary must not keep a
-            // dropped Locker's group and its watcher alive.
-            let asked = tokio::time::timeout(DISCOVER_LIMIT, ask(&url, &from, &cmd)).await;
-            let Ok(Ok(Value::Array(others))) = asked else {
-                return;
-            };
-            let Some(g) = group.upgrade() else { return };
-            for fields in others {
-                let fields = match fields {
-                    Value::Array(f) => f.iter().map(text).collect::<Vec<_>>(),
-                    Value::Map(m) => m.iter().flat_map(|(k, v)| [text(k), text(v)]).collect(),
-                    _ => continue,
-                };
-                let field = |name: &str| {
-                    let at = fields.iter().position(|f| f.as_deref() == Some(name))?;
-                    fields.get(at + 1).cloned().flatten()
-                };
-                if let (Some(ip), Some(port)) = (field("ip"), field("port")) {
-                    let addr = join(&ip, &port);
-                    let mut known = g.sentinels.lock().expect("sentinels");
-                    if !known.contains(&addr) {
-                        known.push(addr);
-                    }
-                }
-            }
-        });
     }
 
     /// Start the `+switch-master` watcher on this runtime unless one runs.
@@ -559,9 +554,10 @@ async fn watch(group: Weak<Group>, mut stop: oneshot::Receiver<()>, _alive: Arc<
     }
 }
 
-/// A command to the sentinel at `addr`: without credentials, and with
-/// the URL's if it asks for them.
-async fn ask(url: &SentinelUrl, addr: &str, cmd: &redis::Cmd) -> RedisResult<Value> {
+/// Commands to the sentinel at `addr`, one reply each (an error reply in
+/// place, `ignore_errors`, but the first's is the call's error): without
+/// credentials, and with the URL's if it asks for them.
+async fn ask(url: &SentinelUrl, addr: &str, asked: &redis::Pipeline) -> RedisResult<Vec<Value>> {
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(None)
         .set_response_timeout(None);
@@ -574,7 +570,11 @@ async fn ask(url: &SentinelUrl, addr: &str, cmd: &redis::Cmd) -> RedisResult<Val
             let mut c = client
                 .get_multiplexed_async_connection_with_config(&config)
                 .await?;
-            cmd.query_async::<Value>(&mut c).await
+            let replies: Vec<Value> = asked.query_async(&mut c).await?;
+            match replies.first() {
+                Some(Value::ServerError(e)) => Err(e.clone().into()),
+                _ => Ok(replies),
+            }
         }
         .await;
         match reply {
