@@ -42,6 +42,7 @@
 //! `docs/client.md` and `docs/client-behaviour.md`.
 #![warn(missing_docs)]
 
+mod answer;
 mod background;
 pub use background::{background_done, counted};
 mod busy;

@@ -31,7 +31,7 @@ pub(crate) struct Inner {
     /// 0..nodes.len(): the targets of a round on every node.
     all: Vec<usize>,
     pub(crate) config: Config,
-    pub(crate) stragglers: Stragglers,
+    pub(crate) stragglers: Stragglers<Reply>,
     /// Which server tags name one server (restarts, `server_ids.rs`).
     pub(crate) same: Arc<SameServers>,
     /// Names a try found held a moment ago (`busy.rs`).

@@ -1,6 +1,7 @@
 //! The Redlock arithmetic, pure: majorities, validity, and the tally of one
 //! round of replies with its early verdict.
 
+pub use crate::answer::Answer;
 use crate::error::NodeFailure;
 use crate::server_ids::{SameServers, ServerTag, Voters};
 use std::sync::Arc;
@@ -105,21 +106,6 @@ pub fn shared_quorum(nodes: usize, limit: Option<u32>) -> usize {
 pub fn validity(ttl: Duration, elapsed: Duration, drift_factor: f64) -> Option<Duration> {
     let drift = ttl.mul_f64(drift_factor) + Duration::from_millis(2);
     ttl.checked_sub(elapsed + drift).filter(|v| !v.is_zero())
-}
-
-/// One node's answer in a round.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    /// Granted / extended / released; for acquire, the node's token.
-    Yes(u64),
-    /// Held by another owner (acquire: nil; extend/release: 0).
-    Busy,
-    /// Not held at all (extend/release: -1).
-    Gone,
-    /// Error, timeout or retry-later: counts as not granted.
-    Failed(String),
-    /// The server refused the request for good (see [`crate::Error::Rejected`]).
-    Rejected(String),
 }
 
 /// The answers of one round so far.

@@ -160,7 +160,7 @@ impl Round {
 
     /// The verdict is in: let the stragglers complete in the background
     /// (until the round's deadline).
-    pub(crate) fn detach(self, stragglers: &Stragglers) -> Tally {
+    pub(crate) fn detach(self, stragglers: &Stragglers<Reply>) -> Tally {
         let (tally, late) = self.split();
         if let Late::OnOpen(pending, deadline) | Late::Drive(pending, deadline) = late {
             stragglers.drive(deadline, pending);

@@ -14,7 +14,7 @@
 //! a pooled connection opened before a claim moved: an attack run broke
 //! each of those in the claim-based first version, 82fe3cf).
 
-use crate::quorum::Answer;
+use crate::answer::Answer;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};

@@ -13,7 +13,7 @@
 //! runtime that is alive but idle (a kept `current_thread` runtime) would
 //! never run.
 
-use crate::round::Pending;
+use crate::pending::Pending;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::pin::Pin;
 use std::sync::Mutex;
@@ -21,19 +21,28 @@ use tokio::runtime::{Handle, Id};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
 
-/// Requests, and the deadline of the round they belong to.
-type Batch = (Pin<Box<Sleep>>, Pending);
+/// Requests (each giving a `T`), and the deadline of the round they
+/// belong to.
+type Batch<T> = (Pin<Box<Sleep>>, Pending<T>);
 
-#[derive(Default)]
-pub(crate) struct Stragglers {
+/// Of requests giving a `T` (a round's `Reply`).
+pub(crate) struct Stragglers<T> {
     /// The driver of each runtime that handed over stragglers.
-    drivers: Mutex<Vec<(Id, mpsc::UnboundedSender<Batch>)>>,
+    drivers: Mutex<Vec<(Id, mpsc::UnboundedSender<Batch<T>>)>>,
 }
 
-impl Stragglers {
+impl<T> Default for Stragglers<T> {
+    fn default() -> Self {
+        Stragglers {
+            drivers: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<T: Send + 'static> Stragglers<T> {
     /// Drive `requests` until they are done or `deadline` has passed, on
     /// the current runtime (the one whose timer `deadline` is on).
-    pub(crate) fn drive(&self, deadline: Pin<Box<Sleep>>, requests: Pending) {
+    pub(crate) fn drive(&self, deadline: Pin<Box<Sleep>>, requests: Pending<T>) {
         if requests.is_empty() {
             return;
         }
@@ -56,7 +65,7 @@ impl Stragglers {
     }
 }
 
-async fn finish(deadline: Pin<Box<Sleep>>, mut requests: Pending) {
+async fn finish<T>(deadline: Pin<Box<Sleep>>, mut requests: Pending<T>) {
     let answered = async { while requests.next().await.is_some() {} };
     tokio::select! {
         () = answered => {}
@@ -65,7 +74,7 @@ async fn finish(deadline: Pin<Box<Sleep>>, mut requests: Pending) {
 }
 
 /// Until the Locker (the sender) is gone and every batch finished.
-async fn run(mut rx: mpsc::UnboundedReceiver<Batch>) {
+async fn run<T: Send + 'static>(mut rx: mpsc::UnboundedReceiver<Batch<T>>) {
     let mut running = FuturesUnordered::new();
     loop {
         tokio::select! {

@@ -5,6 +5,7 @@
 
 mod args;
 mod errors;
+mod exit;
 mod lock;
 mod locker;
 mod runtime;
@@ -15,10 +16,10 @@ use napi::{Env, Result};
 use napi_derive::napi;
 
 /// Per env (the main thread and each worker thread): at its teardown,
-/// wait for the clean-up under way (see `runtime::wait_for_clean_up`).
+/// wait for the clean-up under way (see `exit::wait_for_clean_up`).
 #[napi(module_exports)]
 pub fn init(_exports: Object<'_>, env: Env) -> Result<()> {
-    env.add_env_cleanup_hook((), |()| runtime::wait_for_clean_up())?;
+    env.add_env_cleanup_hook((), |()| exit::wait_for_clean_up())?;
     Ok(())
 }
 
@@ -27,5 +28,5 @@ pub fn init(_exports: Object<'_>, env: Env) -> Result<()> {
 /// block. The same work as at teardown (the second finds none left).
 #[napi]
 pub fn at_exit() {
-    runtime::wait_for_clean_up();
+    exit::wait_for_clean_up();
 }

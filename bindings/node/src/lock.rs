@@ -230,7 +230,7 @@ fn register(by: ThreadId, shared: &Arc<Shared>) {
 }
 
 /// At the teardown of this thread's env: release, in the background and
-/// counted (`runtime::wait_for_clean_up` waits for it), every lock it took
+/// counted (`exit::wait_for_clean_up` waits for it), every lock it took
 /// that is still held and whose owner is its own. No JavaScript of this env
 /// runs any more, so nothing works under them; left alone they would stay
 /// held for their TTL. Locks taken with `owner` or `reentrant` share their
