@@ -514,3 +514,40 @@ fn a_wait_dropped_by_a_thread_local_destructor_is_cleaned_up() {
     assert!(out.status.success(), "{:?}\n{err}", out.status);
     assert_eq!(status(&mut servers[2].conn(), "tls"), None, "{err}");
 }
+
+/// `min-replicas-to-write` (docs/production.md, Sentinel): a primary
+/// without a good replica answers `-NOREPLICAS`, an outage that passes,
+/// not a refusal: a short wait says NoQuorum naming it, and a wait that
+/// outlasts it takes the lock once a replica is back.
+#[tokio::test(flavor = "multi_thread")]
+async fn noreplicas_is_waited_out_not_a_refusal() {
+    let primary = Server::with(
+        &[
+            "--min-replicas-to-write",
+            "1",
+            "--min-replicas-max-lag",
+            "10",
+        ],
+        &[],
+    );
+    let l = locker(&[primary.url()]);
+    match l.lock("job", Duration::from_millis(300)).await {
+        Err(Error::NoQuorum { failures, .. }) => {
+            let why = format!("{failures:?}");
+            assert!(why.contains("NOREPLICAS"), "{why}");
+        }
+        other => panic!("expected NoQuorum naming NOREPLICAS, got {other:?}"),
+    }
+    assert_eq!(status(&mut primary.conn(), "job"), None);
+    let waiting = {
+        let l = l.clone();
+        tokio::spawn(async move { l.lock("job", Duration::from_secs(20)).await })
+    };
+    let _replica = Server::replica_of(&primary, &[]);
+    let lock = waiting
+        .await
+        .unwrap()
+        .expect("granted once the replica is back");
+    let (owner, ..) = status(&mut primary.conn(), "job").expect("held on the primary");
+    assert_eq!(owner, lock.owner().as_bytes());
+}
