@@ -29,6 +29,7 @@ mod glue {
     pub mod blocking;
     pub mod commands;
     pub mod datatype;
+    pub mod expiry;
     pub mod ffi;
     pub mod guard_state;
     pub mod info;

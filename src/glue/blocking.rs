@@ -369,7 +369,7 @@ pub fn settle(ctx: Ctx, name: RawString) {
         }
         // Holders past their deadline free their places (the whole key
         // when none is left); live ones stay, and the head may join them.
-        Slot::Shared(_) => crate::glue::commands::drop_expired_holders(ctx, &mut key, name, now),
+        Slot::Shared(_) => crate::glue::expiry::drop_expired_holders(ctx, &mut key, name, now),
         Slot::WrongType => {
             drop(key);
             return fail_all(&id, "WRONGTYPE the key no longer holds a lock");
@@ -428,7 +428,7 @@ pub fn settle(ctx: Ctx, name: RawString) {
         if decided == Admit::LimitDiffers {
             unblock(
                 next.handle,
-                Outcome::Error(crate::glue::commands::LIMIT_DIFFERS),
+                Outcome::Error(crate::rules::shared::LIMIT_DIFFERS),
                 &id,
                 next.owner,
             );

@@ -2,13 +2,14 @@
 //! write the key -> reply -> replicate the effect.
 
 use crate::glue::blocking;
+use crate::glue::expiry::{drop_expired_holders, expire_now, tally};
 use crate::glue::ffi::{bytes, guard, Ctx, Key, RawCtx, RawString, Slot};
 use crate::rules::args;
 use crate::rules::clock;
 use crate::rules::config;
 use crate::rules::fencing::{self, TOKENS};
 use crate::rules::lock::{self, Acquire, Lock, Millis, Release};
-use crate::rules::shared::{self, ExclusiveOnShared, Shared, SharedAcquire};
+use crate::rules::shared::{self, ExclusiveOnShared, Shared, SharedAcquire, LIMIT_DIFFERS};
 use crate::rules::{guard, stats};
 use std::ffi::c_int;
 
@@ -58,8 +59,6 @@ const MAX_REST: usize = 13;
 /// A shared holder asking for the exclusive lock.
 const NO_UPGRADE: &str =
     "ERR this owner holds the lock SHARED: release it first (no upgrade from shared to exclusive)";
-/// A `LIMIT` other than the key's.
-pub const LIMIT_DIFFERS: &str = "ERR LIMIT differs from the limit this lock was created with";
 
 /// argv after the key, as byte slices, without a heap allocation (this is
 /// the hot path). Longer argv is cut at MAX_REST, which every parser
@@ -299,28 +298,6 @@ fn acquire_shared(
     ctx.reply_int(token as i64);
 }
 
-/// Take out a shared key's holders that are past their deadline, each
-/// replicated as its own removal, counted and announced as an expiry; a
-/// key with no live holder left is deleted (as an expired lock is). Not on
-/// a replica or while replaying: they follow the primary's removals.
-pub fn drop_expired_holders(ctx: Ctx, key: &mut Key, name: RawString, now: Millis) {
-    if ctx.is_replicated_or_aof() {
-        return;
-    }
-    let Slot::Shared(held) = key.slot() else {
-        return;
-    };
-    if held.is_expired(now) {
-        return expire_now(ctx, key, name);
-    }
-    let limit = held.limit;
-    for gone in held.prune(now) {
-        tally(ctx, stats::expired);
-        ctx.replicate_shared_drop(name, limit, &gone.owner);
-        ctx.notify(c"lock.expire", name);
-    }
-}
-
 /// `LOCK.RELEASE key owner` -> 1 released (or one hold dropped), 0 other
 /// owner, -1 not held. Then `owner`'s WAITs queued for the key reply nil
 /// (withdrawn), and a freed lock goes to the head of the queue.
@@ -435,27 +412,6 @@ fn as_primary_saw_it(ctx: Ctx, held: &mut Lock, now: Millis) -> Option<&mut Lock
         held.deadline = now + 1;
     }
     Some(held)
-}
-
-/// Count an outcome in `INFO lock`, where it was decided: a client's
-/// command on a primary. The same change arriving from a primary's stream
-/// or replayed from the AOF counts only as `applied` (the entry point), so
-/// a replica's counters are not a copy of its primary's (it counted
-/// replicated releases, not the grants that came as LOCK.APPLY: acquired 0,
-/// released 100 after 50 cycles, 2026-11-28), and a restart's AOF replay
-/// does not count its history a second time.
-fn tally(ctx: Ctx, count: fn()) {
-    if !ctx.is_replicated_or_aof() {
-        count();
-    }
-}
-
-/// Lazy expiry of a lock found past its deadline by a write command.
-fn expire_now(ctx: Ctx, key: &mut Key, name: RawString) {
-    key.delete();
-    tally(ctx, stats::expired);
-    ctx.replicate_del(name);
-    ctx.notify(c"lock.expire", name);
 }
 
 /// `LOCK.EXTEND key owner ttl-ms` -> 1 extended, 0 other owner, -1 not held.

@@ -173,7 +173,7 @@ fn expire(ctx: Ctx, name: &[u8], now: Millis) -> bool {
     match key.slot() {
         Slot::Lock(lock) if lock.is_expired(now) => {}
         Slot::Shared(held) if held.has_expired(now) => {
-            crate::glue::commands::drop_expired_holders(ctx, &mut key, name.1, now);
+            crate::glue::expiry::drop_expired_holders(ctx, &mut key, name.1, now);
             drop(key);
             crate::glue::blocking::settle(ctx, name.1);
             return true;

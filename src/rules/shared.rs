@@ -23,6 +23,9 @@ use crate::rules::lock::{self, Lock, Millis};
 /// Largest `LIMIT`: 2^31 − 1, as the issue and a signed 32-bit count allow.
 pub const MAX_LIMIT: u32 = i32::MAX as u32;
 
+/// A `LIMIT` other than the key's.
+pub const LIMIT_DIFFERS: &str = "ERR LIMIT differs from the limit this lock was created with";
+
 #[derive(Debug, Clone)]
 pub struct Shared {
     /// In grant order (a downgraded exclusive holder first). At most one
