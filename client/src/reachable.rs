@@ -10,25 +10,36 @@
 use crate::error::Error;
 use crate::locker::Locker;
 use crate::node::Failure;
-use crate::quorum::{self, Answer};
+use crate::quorum::{self, Answer, Tally};
+use crate::round::Round;
 use redis::Value;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Any reply, an error reply too, is a server that can be reached (a
-/// yes: the probe's quorum is of servers reached); only a request that got
+/// Any reply, an error reply too, is a server that can be reached ("busy":
+/// counted below, never as a grant, so two URLs of one server are not
+/// refused here but where a wait would use them); only a request that got
 /// none (refused, timed out, a broken connection) or a server that cannot
 /// serve now (`LOADING`, `TRYAGAIN`) counts as not. A server in the restart
 /// guard is reached: the guard refuses new locks only, so it answers this
 /// probe and a wait waits the guard out (tests/wait_outage.rs).
-/// (`LOCK.SERVERID` is also `allow-loading`.) Counted as "busy", a reply
-/// decided the round as soon as one refusal made the quorum impossible,
-/// before the second refusal was in: one failure of a majority of two
-/// read as reachable, and the wait ran to its deadline (2026-11-28).
+/// (`LOCK.SERVERID` is also `allow-loading`.)
 fn reached(reply: Result<Value, Failure>) -> Answer {
     match reply {
-        Ok(_) | Err(Failure::Rejected(_)) => Answer::Yes(0),
+        Ok(_) | Err(Failure::Rejected(_)) => Answer::Busy,
         Err(Failure::Transient(cause)) => Answer::Failed(cause),
     }
+}
+
+/// The probe is decided once `needed` servers answered, or so many failed
+/// that `needed` cannot answer. A round's own early verdict, which needs
+/// grants, decided it as soon as one refusal made them impossible, before
+/// the second refusal or a stopped server's timeout was in: one failure of
+/// a majority of two read as reachable, and the wait ran to its deadline
+/// (2026-11-28).
+fn decided(tally: &Tally, needed: usize) -> bool {
+    let spare = tally.nodes().saturating_sub(needed);
+    tally.busy >= needed || tally.failures.len() > spare
 }
 
 impl Locker {
@@ -85,14 +96,17 @@ impl Locker {
     /// `majority_reachable` for an acquisition that needs `needed` grants
     /// (a limited shared hold may need every server).
     async fn reachable_for(&self, needed: usize, timeout: Duration) -> Result<(), Error> {
-        let all: Vec<usize> = (0..self.inner.nodes.len()).collect();
-        let probe = redis::cmd("LOCK.SERVERID");
+        let nodes = &self.inner.nodes;
+        let on_open = nodes.iter().all(|n| n.is_connected());
+        let mut round = Round::new(Tally::new(nodes.len()), timeout, reached, on_open);
         // Sent again on a new connection where the cached one is found
         // broken (a server restarted, or closed it idle): harmless, and
         // that server is up.
-        let mut round = self
-            .round_needing(&all, probe, timeout, reached, true, needed)
-            .await;
+        let probe = Arc::new(redis::cmd("LOCK.SERVERID"));
+        for i in 0..nodes.len() {
+            round.push(i, self.send(i, probe.clone(), None, false, true));
+        }
+        while !decided(&round.tally, needed) && round.next().await {}
         round.take_ready();
         let tally = round.detach(&self.inner.stragglers);
         let err = Error::NoQuorum {
