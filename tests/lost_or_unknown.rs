@@ -174,3 +174,31 @@ async fn a_callers_own_owner_unlock_goes_out_after_the_acquire_it_undoes() {
     l.unlock(&lock).await.unwrap();
     acquired_once_then_free(&s[2]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unlock_leaves_no_clean_up_for_a_server_stopped_before_it_connected() {
+    // Attack on 28688ae: a won lock's requests still connecting are kept a
+    // TTL past the round's deadline for a generated owner too. With one
+    // server of three stopped before the Locker first reached it (a host
+    // whose TCP handshake completes but which never answers), the ACQUIRE
+    // never leaves the connect, yet the unlocked lock's clean-up was
+    // counted for the whole 10 s TTL: `background_done()` (the CLI's and
+    // the bindings' exit, 2 s each) waited for a request that had nothing
+    // on the wire to give back.
+    let s = Server::start_n(3);
+    s[2].signal("STOP");
+    let l = locker(&urls(&s), 200);
+    let lock = l.try_lock("job").await.unwrap();
+    l.unlock(&lock).await.unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(3), l.background_done()).await;
+    s[2].signal("CONT");
+    assert!(
+        done.is_ok(),
+        "the clean-up of an unlocked lock waited for a server that never connected"
+    );
+    assert!(
+        eventually(Duration::from_secs(2), || status(&mut s[2].conn(), "job")
+            .is_none()),
+        "held after the server resumed"
+    );
+}
