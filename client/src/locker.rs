@@ -447,19 +447,20 @@ impl Locker {
                     self.inner.stragglers.drive(deadline, late)
                 }
                 // ... also after the round's deadline, up to a TTL more:
-                // a request still connecting when the round ended (a
-                // Sentinel node's first lookup on a loaded machine) can be
-                // sent just before that deadline and grant after it, and
-                // cut off there it held the name a TTL after the unlock
-                // (CI on e6093a3). A REENTRANT lock's
-                // late hold is the handle's and is recorded (3f191a0).
-                // Later than that (a server stalled a TTL) it is left to
-                // expire: a task per acquisition kept for a stopped server
-                // piled up without end (4dd471c).
+                // a REENTRANT lock's late hold is the handle's and is
+                // recorded (3f191a0). Later than that (a server stalled a
+                // TTL) it is left to expire: a task per acquisition kept for
+                // a stopped server piled up without end (4dd471c). Any other
+                // lock's, to the deadline: the unlock's RELEASE goes out
+                // behind every ACQUIRE sent on the node's connection (a new
+                // connection's first request included, `Node::first_request`),
+                // and one still connecting at the deadline is dropped unsent.
+                // Kept a TTL for a generated owner (28688ae), a server that
+                // never finished the connect kept a task per lock for that TTL,
+                // counted as clean-up: `background_done()`, the CLI's and the
+                // bindings' exit, waited for it (2026-11-28).
                 Late::OnOpen(late, deadline) | Late::Drive(late, deadline) => {
-                    // A caller's own owner's late grant is not given back
-                    // (see settle_late): only driven, to the deadline.
-                    let more = match req.unique || req.reentrant {
+                    let more = match req.reentrant {
                         true => req.ttl,
                         false => Duration::ZERO,
                     };
