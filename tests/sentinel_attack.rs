@@ -311,3 +311,56 @@ async fn a_stale_sentinel_naming_a_server_that_refuses_the_user_is_outvoted() {
     }
     assert!(failed.is_empty(), "{failed:#?}");
 }
+
+/// A sentinel lists among the group's sentinels one whose announced
+/// address is no URL host (an IPv6 address with a zone, `::1%lo`: taken by
+/// Sentinel with `resolve-hostnames` and reported as announced with
+/// `announce-hostnames`). The node learns the group's sentinels from that
+/// reply (`SENTINEL SENTINELS`, in the primary lookup's round trip since
+/// 41efe16); each learned address was made into a sentinel URL with
+/// `expect("checked when parsed")`, and the next lookup panicked in the
+/// caller's task.
+#[tokio::test]
+async fn a_sentinel_address_that_is_no_url_host_does_not_panic_a_lookup() {
+    let group = SentinelGroup::start(&[]);
+    let mut s0 = group.sentinels[0].conn();
+    q(&mut s0, "SENTINEL CONFIG SET resolve-hostnames yes").unwrap();
+    q(&mut s0, "SENTINEL CONFIG SET announce-hostnames yes").unwrap();
+    let primary = &group.data[group.primary()];
+    let hello = format!(
+        "::1%lo,26999,{},0,{SERVICE},127.0.0.1,{},0",
+        "f".repeat(40),
+        primary.port
+    );
+    let lists_it = || {
+        let _ = redis::cmd("PUBLISH")
+            .arg("__sentinel__:hello")
+            .arg(&hello)
+            .query::<i64>(&mut primary.conn());
+        let listed: redis::Value = redis::cmd("SENTINEL")
+            .arg("SENTINELS")
+            .arg(SERVICE)
+            .query(&mut group.sentinels[0].conn())
+            .unwrap();
+        format!("{listed:?}").contains("::1%lo")
+    };
+    assert!(
+        eventually(Duration::from_secs(5), lists_it),
+        "the sentinel does not list the announced address"
+    );
+    let locker = locker(&[group.url(0)]);
+    let lock = locker.try_lock("first").await.unwrap();
+    locker.unlock(&lock).await.unwrap();
+    // The node's connection closed: its next call looks the primary up,
+    // asking every sentinel it knows.
+    q(&mut primary.conn(), "CLIENT KILL TYPE normal SKIPME yes").unwrap();
+    let next = tokio::spawn(async move {
+        let lock = locker.try_lock("next").await?;
+        locker.unlock(&lock).await
+    });
+    let ended = next.await;
+    assert!(
+        ended.as_ref().is_ok_and(|r| r.is_ok()),
+        "the lookup after learning the address: {ended:?}"
+    );
+}
