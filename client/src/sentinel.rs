@@ -131,14 +131,29 @@ impl SentinelUrl {
         format!("{}://{}{addr}/0{}", self.scheme, self.userinfo, self.tail)
     }
 
+    /// The URL of the sentinel at `addr`, with or without the URL's
+    /// credentials.
+    fn sentinel_url(&self, addr: &str, with_credentials: bool) -> String {
+        let user = if with_credentials { &self.userinfo } else { "" };
+        format!("{}://{user}{addr}{}", self.scheme, self.tail)
+    }
+
     /// The connection settings of the sentinel at `addr`, with or without
     /// the URL's credentials.
     fn sentinel_info(&self, addr: &str, with_credentials: bool) -> redis::ConnectionInfo {
-        let user = if with_credentials { &self.userinfo } else { "" };
-        let url = format!("{}://{user}{addr}{}", self.scheme, self.tail);
-        url.as_str()
+        self.sentinel_url(addr, with_credentials)
+            .as_str()
             .into_connection_info()
-            .expect("checked when parsed")
+            .expect("checked when parsed or learned")
+    }
+
+    /// Whether `addr` makes a sentinel URL (with the credentials too): a
+    /// sentinel's report of another may not (see `Group::learn`).
+    fn takes(&self, addr: &str) -> bool {
+        [false, true].into_iter().all(|with_credentials| {
+            let url = self.sentinel_url(addr, with_credentials);
+            url.as_str().into_connection_info().is_ok()
+        })
     }
 
     /// The sentinel named in the URL, for the builder's check that a group
@@ -430,6 +445,14 @@ impl Group {
             };
             if let (Some(ip), Some(port)) = (field("ip"), field("port")) {
                 let addr = join(&ip, &port);
+                // An address that makes no URL is left out: Sentinel lists
+                // an announced hostname as given (`announce-hostnames`),
+                // e.g. an IPv6 address with a zone (`::1%lo`), and made
+                // into a sentinel's URL it panicked the next lookup
+                // (2026-11-28).
+                if !self.url.takes(&addr) {
+                    continue;
+                }
                 let mut known = self.sentinels.lock().expect("sentinels");
                 if !known.contains(&addr) {
                     known.push(addr);
