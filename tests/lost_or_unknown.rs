@@ -202,3 +202,42 @@ async fn an_unlock_leaves_no_clean_up_for_a_server_stopped_before_it_connected()
         "held after the server resumed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unlock_goes_out_after_an_acquire_that_waited_for_the_connection_to_open() {
+    // Attack on 7427d2a: only the request that opens a connection goes out
+    // on it before anyone else's. One that came while it opened waits for
+    // the opener's turn (the clock reading) and went out after requests
+    // made later, which found the connection already shared: a caller's
+    // own owner's unlock, sent meanwhile, overtook its ACQUIRE on the third
+    // server, which then held the name there for the TTL.
+    let s = Server::start_n(3);
+    let proxy = RespProxy::to(s[2].port);
+    // The third server's first connection identifies itself after 100 ms
+    // and reads the clock 300 ms after that.
+    proxy.delay("LOCK.SERVERID", Duration::from_millis(100));
+    proxy.delay("TIME", Duration::from_millis(300));
+    let l = locker(&[s[0].url(), s[1].url(), proxy.url()], 2000);
+    let opener = tokio::spawn({
+        let l = l.clone();
+        async move {
+            let lock = l.try_lock("other").await.unwrap();
+            l.unlock(&lock).await.unwrap();
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    // Granted by the first two; its ACQUIRE to the third waits for the
+    // connection the opener is opening.
+    let opts = LockOptions::new().owner("worker-1");
+    let lock = l.acquire("job", &opts).await.unwrap();
+    // Unlocked once that connection is shared, while it reads the clock.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    l.unlock(&lock).await.unwrap();
+    opener.await.unwrap();
+    let mut c = s[2].conn();
+    assert!(
+        eventually(Duration::from_secs(2), || status(&mut c, "job").is_none()),
+        "the ACQUIRE landed after the unlock's RELEASE: {:?}",
+        status(&mut c, "job")
+    );
+}
