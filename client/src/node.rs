@@ -175,6 +175,15 @@ struct Opened<'a> {
     _connecting: tokio::sync::MutexGuard<'a, ()>,
 }
 
+/// A request's turn on a connection that was being opened when it came:
+/// the connection it opened (`Opened`), or the node's `connecting` lock,
+/// waited for behind the opener and held until the request is on the
+/// connection, so that requests made later go out after it.
+enum Turn<'a> {
+    Opened(Opened<'a>),
+    Waited(tokio::sync::MutexGuard<'a, ()>),
+}
+
 /// A reply, and the server whose connection carried it (`server_ids.rs`).
 pub(crate) type Tagged = (Value, Option<ServerTag>);
 
@@ -396,12 +405,20 @@ impl Node {
     /// its future is kilobytes, and inlined it would size (and cost a copy
     /// of) every request's future, though nearly every request finds the
     /// connection open. A connection this call opened comes back not yet
-    /// shared (`Opened`): the caller's request goes out on it first.
-    async fn connection(&self) -> redis::RedisResult<(SharedConn, Option<Opened<'_>>)> {
-        match self.cached() {
-            Some(c) => Ok((c, None)),
-            None => Box::pin(self.connect()).await,
+    /// shared, and one another call opened while this one waited with the
+    /// `connecting` lock still held (`Turn`): the caller's request goes out
+    /// on it before the next request's. The open connection is taken as
+    /// it is only while no request waits for that lock: one made while a
+    /// request that came during the connect still waited for its turn (the
+    /// opener's clock reading) went out ahead of it, and an unlock's
+    /// RELEASE overtook the ACQUIRE it undid (an attack run, 2026-11-28).
+    async fn connection(&self) -> redis::RedisResult<(SharedConn, Option<Turn<'_>>)> {
+        if let Ok(_nobody_waits) = self.connecting.try_lock() {
+            if let Some(c) = self.cached() {
+                return Ok((c, None));
+            }
         }
+        Box::pin(self.connect()).await
     }
 
     /// Open the shared connection if it is not, and so learn which server
@@ -414,7 +431,7 @@ impl Node {
             return c.meet().await;
         }
         if !self.is_connected() {
-            if let Ok(((c, ..), Some(opened))) = self.connection().await {
+            if let Ok(((c, ..), Some(Turn::Opened(opened)))) = self.connection().await {
                 self.share(opened, c).await;
             }
         } else if !self.is_met() {
@@ -430,10 +447,10 @@ impl Node {
         self.is_connected() && self.connecting.try_lock().is_ok()
     }
 
-    async fn connect(&self) -> redis::RedisResult<(SharedConn, Option<Opened<'_>>)> {
+    async fn connect(&self) -> redis::RedisResult<(SharedConn, Option<Turn<'_>>)> {
         let connecting = self.connecting.lock().await;
         if let Some(open) = self.cached() {
-            return Ok((open, None));
+            return Ok((open, Some(Turn::Waited(connecting))));
         }
         let (mut c, generation) = self.open().await?;
         let server = self.identify(&mut c).await?;
@@ -443,7 +460,7 @@ impl Node {
             driven,
             _connecting: connecting,
         };
-        Ok(((c, id, server), Some(opened)))
+        Ok(((c, id, server), Some(Turn::Opened(opened))))
     }
 
     /// Share a connection just opened, then read the server's clock on it
@@ -474,7 +491,7 @@ impl Node {
         cmd: &Cmd,
     ) -> redis::RedisResult<Value> {
         let clock = c.clone();
-        let mut reply = std::pin::pin!(request(c, cmd));
+        let mut reply = std::pin::pin!(tokio::task::unconstrained(request(c, cmd)));
         // The first poll puts the request on the connection's queue.
         let first = std::future::poll_fn(|cx| Poll::Ready(reply.as_mut().poll(cx))).await;
         let sharing = self.share(opened, clock);
@@ -484,6 +501,22 @@ impl Node {
                 reply
             }
             Poll::Pending => futures_util::future::join(reply, sharing).await.0,
+        }
+    }
+
+    /// A request whose turn (`Turn::Waited`) came on a connection another
+    /// request opened: put on the connection before the turn passes on.
+    async fn after_waiting(
+        turn: tokio::sync::MutexGuard<'_, ()>,
+        c: &mut MultiplexedConnection,
+        cmd: &Cmd,
+    ) -> redis::RedisResult<Value> {
+        let mut reply = std::pin::pin!(tokio::task::unconstrained(request(c, cmd)));
+        let first = std::future::poll_fn(|cx| Poll::Ready(reply.as_mut().poll(cx))).await;
+        drop(turn);
+        match first {
+            Poll::Ready(reply) => reply,
+            Poll::Pending => reply.await,
         }
     }
 
@@ -653,12 +686,17 @@ impl Node {
             // doubt arose shows that what was given up has been answered.
             let doubt = self.doubt.load(Ordering::Acquire);
             let attempt = async {
-                let ((mut c, id, server), opened) = self.connection().await?;
+                let ((mut c, id, server), turn) = self.connection().await?;
                 used = Some(id);
                 let mut unanswered = Unanswered(Some(&self.doubt));
-                let reply = match opened {
+                let reply = match turn {
                     None => request(&mut c, cmd).await,
-                    Some(opened) => Box::pin(self.first_request(opened, &mut c, cmd)).await,
+                    Some(Turn::Opened(opened)) => {
+                        Box::pin(self.first_request(opened, &mut c, cmd)).await
+                    }
+                    Some(Turn::Waited(turn)) => {
+                        Box::pin(Node::after_waiting(turn, &mut c, cmd)).await
+                    }
                 };
                 unanswered.0 = None;
                 reply.map(|v| (v, server))
