@@ -487,3 +487,19 @@ async fn a_wait_through_a_second_url_met_late_is_never_sent() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(status(&mut s.conn(), "job"), None, "S left held");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_through_two_urls_of_one_server_and_no_other_names_the_list() {
+    // Every server up, one listed twice: a731eb1 counts each answer to a
+    // wait's reachability probe as a yes, once per server, so the two URLs
+    // gave one yes of the two needed and the wait said NoQuorum, an
+    // outage, instead of naming the list as a queued wait does.
+    let a = Server::start();
+    let p = DelayProxy::to(a.port);
+    let l = locker(&[a.url(), p.url()]);
+    match l.lock("job", Duration::from_secs(1)).await {
+        Err(Error::Config(msg)) => assert!(msg.contains("same server"), "{msg}"),
+        other => panic!("a wait through two URLs of one server: {other:?}"),
+    }
+    assert_eq!(status(&mut a.conn(), "job"), None, "left held");
+}
