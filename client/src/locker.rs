@@ -452,9 +452,10 @@ impl Locker {
                 // TTL) it is left to expire: a task per acquisition kept for
                 // a stopped server piled up without end (4dd471c). Any other
                 // lock's, to the deadline: the unlock's RELEASE goes out
-                // behind every ACQUIRE sent on the node's connection (a new
-                // connection's first request included, `Node::first_request`),
-                // and one still connecting at the deadline is dropped unsent.
+                // behind every ACQUIRE sent on the node's connection (on a
+                // new one too: its first request, then those that waited for
+                // it to open, go before later ones, `Node::connection`), and
+                // one still connecting at the deadline is dropped unsent.
                 // Kept a TTL for a generated owner (28688ae), a server that
                 // never finished the connect kept a task per lock for that TTL,
                 // counted as clean-up: `background_done()`, the CLI's and the
