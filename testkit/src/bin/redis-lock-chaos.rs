@@ -108,6 +108,13 @@ struct Args {
     /// majority loses its state, so the unsafe runs default to polling only.
     #[arg(long)]
     queued_share: Option<f64>,
+    /// Share of holds in which the worker stalls for twice the TTL between
+    /// its two operations (a GC pause inside the critical section), so that
+    /// its second one is stale and fencing must turn it away. Default 0 on
+    /// independent servers (whose runs pause whole workers instead), 0.02
+    /// in a cluster or a Sentinel group.
+    #[arg(long)]
+    paused_holds: Option<f64>,
     #[command(subcommand)]
     worker: Option<Worker>,
 }
@@ -130,6 +137,8 @@ enum Worker {
         setnx: bool,
         #[arg(long)]
         queued_share: f64,
+        #[arg(long, default_value_t = 0.0)]
+        paused_holds: f64,
         /// `x` (exclusive), `s` (shared) or `l<n>` (shared under LIMIT n).
         #[arg(long, default_value = "x")]
         hold: String,
@@ -158,6 +167,7 @@ fn main() -> ExitCode {
             seconds,
             setnx,
             queued_share,
+            paused_holds,
             hold,
         }) => {
             let Some(hold) = Hold::parse(&hold) else {
@@ -169,6 +179,7 @@ fn main() -> ExitCode {
                 seconds,
                 setnx,
                 queued_share,
+                paused_holds,
                 hold,
             };
             worker(&servers, fenced, &log, &run);
@@ -287,6 +298,7 @@ struct Run {
     seconds: u64,
     setnx: bool,
     queued_share: f64,
+    paused_holds: f64,
     hold: Hold,
 }
 
@@ -394,7 +406,11 @@ fn worker(servers: &[String], fenced_port: u16, log: &PathBuf, run: &Run) {
             },
         };
         let first = touch(&mut fenced);
-        let hold_ms = rng.random_range(1..=(ttl.as_millis() as u64 / 5).max(2));
+        let hold_ms = if rng.random_bool(run.paused_holds) {
+            2 * ttl.as_millis() as u64
+        } else {
+            rng.random_range(1..=(ttl.as_millis() as u64 / 5).max(2))
+        };
         std::thread::sleep(Duration::from_millis(hold_ms));
         // A worker paused here past its TTL comes back and writes anyway.
         let last = touch(&mut fenced);
@@ -742,6 +758,13 @@ fn orchestrate(args: &Args) -> ExitCode {
                 Unsafe::None => 0.5,
                 _ => 0.0,
             });
+    let paused_holds = args.paused_holds.map(|s| s.clamp(0.0, 1.0)).unwrap_or(
+        if args.topology == Topology::Servers {
+            0.0
+        } else {
+            0.02
+        },
+    );
     let exe = std::env::current_exe().unwrap();
     // Readers and semaphore workers beside the writers (none in the
     // SET NX PX run: a plain string has no shared holds).
@@ -778,6 +801,8 @@ fn orchestrate(args: &Args) -> ExitCode {
                 .arg(args.seconds.to_string())
                 .arg("--queued-share")
                 .arg(queued_share.to_string())
+                .arg("--paused-holds")
+                .arg(paused_holds.to_string())
                 .arg("--hold")
                 .arg(hold.word());
             if setnx {
@@ -852,8 +877,8 @@ fn orchestrate(args: &Args) -> ExitCode {
         .collect();
     std::fs::write(dir.join("nemeses.log"), &timeline).unwrap();
     println!(
-        "redis-lock chaos: {} s, {}, {} writers, {} readers, {} semaphore workers (LIMIT {}), ttl {} ms, mode {:?}, restart-delay-ms {}, queued share {}, seed {seed}",
-        args.seconds, deployment.describe(), args.workers, readers, limited, args.limit, args.ttl, args.r#unsafe, guard_ms, queued_share
+        "redis-lock chaos: {} s, {}, {} writers, {} readers, {} semaphore workers (LIMIT {}), ttl {} ms, mode {:?}, restart-delay-ms {}, queued share {}, paused holds {}, seed {seed}",
+        args.seconds, deployment.describe(), args.workers, readers, limited, args.limit, args.ttl, args.r#unsafe, guard_ms, queued_share, paused_holds
     );
     let counts: std::collections::BTreeMap<&str, usize> = rows
         .iter()
