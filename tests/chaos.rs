@@ -87,24 +87,3 @@ fn set_nx_px_under_a_clock_jump_is_caught() {
     assert_eq!(code, Some(1), "{report}");
     assert!(metric(&report, "strict violations") > 0, "{report}");
 }
-
-/// One Redis Cluster (3 primaries, a replica each) as the only vote, under
-/// slot migrations of the contended names, `CLUSTER FAILOVER` (and
-/// `TAKEOVER`), kill -9 of a primary and client pauses: no violation.
-#[test]
-fn cluster_run_under_migrations_and_failovers_has_no_violation() {
-    let (code, report) = chaos(&["--topology", "cluster", "--seconds", "20"]);
-    assert_eq!(code, Some(0), "{report}");
-    assert!(metric(&report, "acquisitions") >= 20, "{report}");
-    assert_eq!(metric(&report, "VIOLATIONS"), 0);
-}
-
-/// One Sentinel group as the only vote, under kill -9 and SIGSTOP of the
-/// primary, `SENTINEL FAILOVER` and client pauses: no violation.
-#[test]
-fn sentinel_run_under_failovers_has_no_violation() {
-    let (code, report) = chaos(&["--topology", "sentinel", "--seconds", "20"]);
-    assert_eq!(code, Some(0), "{report}");
-    assert!(metric(&report, "acquisitions") >= 20, "{report}");
-    assert_eq!(metric(&report, "VIOLATIONS"), 0);
-}

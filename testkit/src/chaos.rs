@@ -205,6 +205,9 @@ pub struct Report {
     /// away: the resource had seen a newer conflicting holder's token
     /// while this one still believed it held (two holders at once, caught).
     pub superseded_rejected: usize,
+    /// A hold taken again by its own owner with the same token: a renewal
+    /// of a grant whose release was lost, judged at its first window.
+    pub renewed: usize,
     pub no_quorum: usize,
     pub taken: usize,
     pub other_errors: usize,
@@ -261,6 +264,10 @@ impl fmt::Display for Report {
             (
                 "in-window ops rejected by fencing",
                 self.superseded_rejected,
+            ),
+            (
+                "holds renewed by their owner (a lost release)",
+                self.renewed,
             ),
             ("no-quorum errors", self.no_quorum),
             ("lock taken (contention)", self.taken),
@@ -383,32 +390,32 @@ fn tokens(records: &[Record], report: &mut Report) {
         0 => 0,
         n => v[n - 1].1,
     };
+    // The first window of each grant (owner, token): a later window with
+    // both the same is that grant again, not a later holder's.
+    let mut first: std::collections::HashMap<(&str, u64), u64> = Default::default();
+    for r in &held {
+        first
+            .entry((r.owner.as_str(), r.token))
+            .or_insert(r.acquired);
+    }
     for &r in &held {
+        // Its release was lost (sent to a primary a failover had just
+        // replaced, or one killed with it unreplicated) and the owner,
+        // reusing its owner string, renewed the hold the server still had,
+        // with its token (docs/safety.md, Known limits). The grant was
+        // judged at its first window; a holder granted meanwhile elsewhere
+        // (the old primary) is judged by the windows and the fence.
+        if first[&(r.owner.as_str(), r.token)] < r.acquired {
+            report.renewed += 1;
+            continue;
+        }
         let shared_since = if r.hold == Hold::Exclusive {
             r.acquired
         } else {
             r.requested
         };
         let top = top_ended_by(&exclusive, r.acquired).max(top_ended_by(&shared, shared_since));
-        // The same token again for the same owner is the same grant, not a
-        // later holder's: its release was lost (sent to a primary that a
-        // `CLUSTER FAILOVER TAKEOVER` had just replaced, where it ran and
-        // was never replicated) and the owner, reusing its owner string,
-        // renewed the hold the new primary still had (docs/safety.md,
-        // Known limits). No one else held the name in between: that hold
-        // kept it. Any other holder's token at or above it still counts.
-        let renewed = r.token == top
-            && held.iter().all(|o| {
-                o.token != r.token
-                    || o.owner == r.owner
-                    || o.end()
-                        > if o.hold == Hold::Exclusive {
-                            r.acquired
-                        } else {
-                            shared_since
-                        }
-            });
-        if r.token <= top && !renewed {
+        if r.token <= top {
             report.token_regressions += 1;
             report.events.push(Event {
                 at: r.acquired,
@@ -738,17 +745,27 @@ mod tests {
         // a's release was lost; a asked again with its own owner string and
         // renewed the hold the server still had: the same token.
         let l = report(&[rec("a", 9, 0, 100, 50), rec("a", 9, 60, 150, 120)]);
-        assert_eq!(l.violations(), 0, "{l}");
+        assert_eq!((l.violations(), l.renewed), (0, 1), "{l}");
         // The same token for another owner is two grants.
         let l = report(&[rec("a", 9, 0, 100, 50), rec("b", 9, 60, 150, 120)]);
-        assert_eq!(l.token_regressions, 1, "{l}");
-        // A higher token in between (another holder) still counts.
+        assert_eq!((l.token_regressions, l.renewed), (1, 0), "{l}");
+        // A holder granted in between elsewhere (b, on an old primary, with
+        // a higher token): the renewal is judged by its first window, and
+        // b's write comes first, so the fence turns a's renewed one away.
+        let mut renewed = rec("a", 9, 60, 150, 120);
+        for w in &mut renewed.writes {
+            w.result = WriteResult::Rejected;
+        }
+        let l = report(&[rec("a", 9, 0, 100, 50), rec("b", 10, 52, 150, 58), renewed]);
+        assert_eq!((l.token_regressions, l.renewed), (0, 1), "{l}");
+        assert_eq!((l.superseded_rejected, l.violations()), (2, 0), "{l}");
+        // Had the resource taken it, that write would be stale.
         let l = report(&[
             rec("a", 9, 0, 100, 50),
-            rec("b", 10, 55, 150, 58),
+            rec("b", 10, 52, 150, 58),
             rec("a", 9, 60, 150, 120),
         ]);
-        assert_eq!(l.token_regressions, 1, "{l}");
+        assert_eq!(l.superseded_accepted, 2, "{l}");
     }
 
     #[test]

@@ -12,6 +12,12 @@
 //!   node timeout, and the killed node is started again with no data (its
 //!   `nodes.conf` kept), rejoining as the new primary's replica.
 //!
+//! - the same with the replica lagging: stopped for a while first (it
+//!   misses every grant made meanwhile, as asynchronous replication can),
+//!   then the primary killed, the replica continued and promoted at once
+//!   (`CLUSTER FAILOVER TAKEOVER`). The grants it missed are lost: only
+//!   the promotion guard keeps their names from a second holder.
+//!
 //! Every fault ends with the cluster whole again (3 primaries serving
 //! every slot, each with a replica whose link is up, every node agreeing)
 //! or an error saying what did not happen.
@@ -212,6 +218,37 @@ impl ChaosCluster {
         }
         self.await_whole()?;
         Ok(format!("127.0.0.1:{primary} -> 127.0.0.1:{replica}"))
+    }
+
+    /// kill -9 of `name`'s primary after its replica was stopped for
+    /// `lag`; the replica is then continued and promoted by `CLUSTER
+    /// FAILOVER TAKEOVER` (no majority needed, no node timeout waited), and
+    /// the killed node started again as in [`ChaosCluster::kill_primary`].
+    pub fn kill_primary_lagging(&mut self, name: &str, lag: Duration) -> Result<String, String> {
+        let (primary, _) = self.primary_of(name)?;
+        let replica = self.replica_of(primary)?;
+        let index = |port: u16| self.nodes.iter().position(|n| n.port == port);
+        let (i, j) = index(primary)
+            .zip(index(replica))
+            .ok_or("the primary or its replica is not one of ours")?;
+        self.nodes[j].signal("STOP");
+        std::thread::sleep(lag);
+        self.nodes[i].kill();
+        self.nodes[j].signal("CONT");
+        let asked = redis_cli(replica, &["CLUSTER", "FAILOVER", "TAKEOVER"]);
+        let promoted =
+            asked == "OK" && settle(Duration::from_secs(30), || Self::role(replica) == "master");
+        self.nodes[i].restart();
+        if !promoted {
+            return Err(format!(
+                "127.0.0.1:{replica} not promoted after its primary 127.0.0.1:{primary} was killed: TAKEOVER said {asked}"
+            ));
+        }
+        self.await_whole()?;
+        Ok(format!(
+            "127.0.0.1:{replica} stopped {} ms, 127.0.0.1:{primary} killed, 127.0.0.1:{replica} promoted",
+            lag.as_millis()
+        ))
     }
 
     /// kill -9 of `name`'s primary; once the cluster has promoted its

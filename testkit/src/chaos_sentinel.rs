@@ -4,6 +4,9 @@
 //! - kill -9 of the primary: the sentinels promote the replica, and the
 //!   killed server is started again with no data as the new primary's
 //!   replica (as its configuration, rewritten by the sentinels, would say);
+//! - the same with the replica lagging: stopped for a while before the
+//!   kill (it misses every grant made meanwhile, as asynchronous
+//!   replication can) and continued after it;
 //! - SIGSTOP of the primary past the down-after time, then SIGCONT: the
 //!   sentinels may promote the replica meanwhile, and the old primary comes
 //!   back still a primary until they demote it, seconds later;
@@ -73,9 +76,23 @@ impl ChaosSentinel {
     /// killed server then starts again, empty, as its replica (or as the
     /// primary again if no failover came).
     pub fn kill_primary(&mut self) -> Result<String, String> {
+        self.kill_primary_lagging(Duration::ZERO)
+    }
+
+    /// [`ChaosSentinel::kill_primary`] with the replica stopped for `lag`
+    /// before the kill and continued after it: the grants made meanwhile
+    /// are lost with the primary.
+    pub fn kill_primary_lagging(&mut self, lag: Duration) -> Result<String, String> {
         let old = self.group.primary();
         let new = 1 - old;
+        if !lag.is_zero() {
+            self.group.data[new].signal("STOP");
+            std::thread::sleep(lag);
+        }
         self.group.data[old].kill();
+        if !lag.is_zero() {
+            self.group.data[new].signal("CONT");
+        }
         let promoted = self.group.await_named(new, Duration::from_secs(30));
         let mut args: Vec<String> = self.args.clone();
         if promoted {

@@ -21,8 +21,8 @@
 //! fault.
 //!
 //! `--unsafe no-guard` crash-restarts a majority with the restart guard off
-//! (in a cluster, `CLUSTER FAILOVER TAKEOVER`, and in a group, `SENTINEL
-//! FAILOVER`, with the promotion guard off);
+//! (in a cluster or a group: a lagging replica promoted after its primary
+//! was killed, and `SENTINEL FAILOVER`, with the promotion guard off);
 //! `--unsafe setnx-clock` uses plain `SET NX PX` locks on one server whose
 //! clock jumps ahead. Both must be caught.
 
@@ -488,6 +488,10 @@ enum Nemesis {
     ClusterTakeover,
     /// kill -9 of the primary (a contended name's, in a cluster).
     KillPrimary,
+    /// kill -9 of the primary after its replica was stopped 0.2-1 s (it
+    /// misses the last grants), then the replica promoted (at once by
+    /// `TAKEOVER` in a cluster): the guard's case.
+    KillPrimaryLagging,
     /// SIGSTOP of the Sentinel group's primary past the down-after time.
     PausePrimary,
     SentinelFailover,
@@ -622,18 +626,25 @@ impl Deployment {
             (Deployment::Servers(_), Unsafe::SetnxClock) => vec![ClockJump],
             // Without the promotion guard, the faults where the old
             // primary can still grant when the new one starts to.
-            (Deployment::Cluster(_), Unsafe::NoGuard) => vec![ClusterTakeover],
-            (Deployment::Sentinel(_), Unsafe::NoGuard) => vec![SentinelFailover],
+            (Deployment::Cluster(_), Unsafe::NoGuard) => vec![KillPrimaryLagging],
+            (Deployment::Sentinel(_), Unsafe::NoGuard) => {
+                vec![KillPrimaryLagging, SentinelFailover]
+            }
             (Deployment::Cluster(_), _) => vec![
                 PauseClient,
                 SlotMigration,
                 ClusterFailover,
                 ClusterTakeover,
                 KillPrimary,
+                KillPrimaryLagging,
             ],
-            (Deployment::Sentinel(_), _) => {
-                vec![PauseClient, KillPrimary, PausePrimary, SentinelFailover]
-            }
+            (Deployment::Sentinel(_), _) => vec![
+                PauseClient,
+                KillPrimary,
+                KillPrimaryLagging,
+                PausePrimary,
+                SentinelFailover,
+            ],
         }
     }
 
@@ -647,6 +658,7 @@ impl Deployment {
     ) -> Result<String, String> {
         let ttl = Duration::from_millis(args.ttl);
         let name = *names.choose(rng).unwrap();
+        let lag = Duration::from_millis(rng.random_range(200..1000));
         match self {
             Deployment::Servers(nodes) => Ok(strike_servers(nodes, nemesis, rng, args)),
             Deployment::Cluster(c) => match nemesis {
@@ -657,10 +669,12 @@ impl Deployment {
                 Nemesis::ClusterFailover => c.failover(name, None),
                 Nemesis::ClusterTakeover => c.failover(name, Some("TAKEOVER")),
                 Nemesis::KillPrimary => c.kill_primary(name),
+                Nemesis::KillPrimaryLagging => c.kill_primary_lagging(name, lag),
                 other => Err(format!("{other:?} is not a cluster fault")),
             },
             Deployment::Sentinel(s) => match nemesis {
                 Nemesis::KillPrimary => s.kill_primary(),
+                Nemesis::KillPrimaryLagging => s.kill_primary_lagging(lag),
                 Nemesis::PausePrimary => {
                     // Past the sentinels' down-after time (1 s): a failover
                     // may or may not complete before the primary is back.
