@@ -13,8 +13,9 @@
 //!   `nodes.conf` kept), rejoining as the new primary's replica.
 //!
 //! - the same with the replica lagging: stopped for a while first (it
-//!   misses every grant made meanwhile, as asynchronous replication can),
-//!   then the primary killed, the replica continued and promoted at once
+//!   misses every grant made meanwhile, as asynchronous replication can:
+//!   its link is cut with the unread stream in it), then the primary
+//!   killed, the replica continued and promoted at once
 //!   (`CLUSTER FAILOVER TAKEOVER`). The grants it missed are lost: only
 //!   the promotion guard keeps their names from a second holder.
 //!
@@ -26,7 +27,7 @@ use crate::cluster::{
     close_slot_move_at, cluster_nodes, cluster_of, migrate_keys_at, open_slot_move_at, redis_cli,
     slot_owner, ClusterNode,
 };
-use crate::server::{eventually, Server};
+use crate::server::{cut_connections_to, eventually, Server};
 use std::time::Duration;
 
 /// `eventually`, asking every 100 ms: each look runs `redis-cli` a few
@@ -234,6 +235,8 @@ impl ChaosCluster {
         self.nodes[j].signal("STOP");
         std::thread::sleep(lag);
         self.nodes[i].kill();
+        // What the replica had received but not read goes with its link.
+        let cut = cut_connections_to(primary);
         self.nodes[j].signal("CONT");
         let asked = redis_cli(replica, &["CLUSTER", "FAILOVER", "TAKEOVER"]);
         let promoted =
@@ -246,8 +249,9 @@ impl ChaosCluster {
         }
         self.await_whole()?;
         Ok(format!(
-            "127.0.0.1:{replica} stopped {} ms, 127.0.0.1:{primary} killed, 127.0.0.1:{replica} promoted",
-            lag.as_millis()
+            "127.0.0.1:{replica} stopped {} ms, 127.0.0.1:{primary} killed, link {}, 127.0.0.1:{replica} promoted",
+            lag.as_millis(),
+            if cut { "cut" } else { "NOT cut (ss -K failed)" }
         ))
     }
 

@@ -6,7 +6,8 @@
 //!   replica (as its configuration, rewritten by the sentinels, would say);
 //! - the same with the replica lagging: stopped for a while before the
 //!   kill (it misses every grant made meanwhile, as asynchronous
-//!   replication can) and continued after it;
+//!   replication can: its link is cut with the unread stream in it) and
+//!   continued after it;
 //! - SIGSTOP of the primary past the down-after time, then SIGCONT: the
 //!   sentinels may promote the replica meanwhile, and the old primary comes
 //!   back still a primary until they demote it, seconds later;
@@ -16,7 +17,7 @@
 //! sentinel, the other server its replica with the link up) or an error.
 
 use crate::sentinel_group::SentinelGroup;
-use crate::server::eventually;
+use crate::server::{cut_connections_to, eventually};
 use std::time::Duration;
 
 /// How long the group may take to be whole again: an old primary that
@@ -91,6 +92,8 @@ impl ChaosSentinel {
         }
         self.group.data[old].kill();
         if !lag.is_zero() {
+            // What the replica had received but not read goes with its link.
+            cut_connections_to(self.port(old));
             self.group.data[new].signal("CONT");
         }
         let promoted = self.group.await_named(new, Duration::from_secs(30));

@@ -115,6 +115,15 @@ struct Args {
     /// in a cluster or a Sentinel group.
     #[arg(long)]
     paused_holds: Option<f64>,
+    /// Share of holds that last half to nine tenths of the validity left
+    /// (the others up to a fifth of the TTL): holders still inside their
+    /// lock when a failover's outage ends, as the promotion guard assumes.
+    #[arg(long, default_value_t = 0.0)]
+    long_holds: f64,
+    /// Keep the worker logs, nemeses.log and the servers' logs even when
+    /// the run is clean.
+    #[arg(long)]
+    keep_logs: bool,
     #[command(subcommand)]
     worker: Option<Worker>,
 }
@@ -139,6 +148,8 @@ enum Worker {
         queued_share: f64,
         #[arg(long, default_value_t = 0.0)]
         paused_holds: f64,
+        #[arg(long, default_value_t = 0.0)]
+        long_holds: f64,
         /// `x` (exclusive), `s` (shared) or `l<n>` (shared under LIMIT n).
         #[arg(long, default_value = "x")]
         hold: String,
@@ -168,6 +179,7 @@ fn main() -> ExitCode {
             setnx,
             queued_share,
             paused_holds,
+            long_holds,
             hold,
         }) => {
             let Some(hold) = Hold::parse(&hold) else {
@@ -180,6 +192,7 @@ fn main() -> ExitCode {
                 setnx,
                 queued_share,
                 paused_holds,
+                long_holds,
                 hold,
             };
             worker(&servers, fenced, &log, &run);
@@ -299,6 +312,7 @@ struct Run {
     setnx: bool,
     queued_share: f64,
     paused_holds: f64,
+    long_holds: f64,
     hold: Hold,
 }
 
@@ -408,6 +422,9 @@ fn worker(servers: &[String], fenced_port: u16, log: &PathBuf, run: &Run) {
         let first = touch(&mut fenced);
         let hold_ms = if rng.random_bool(run.paused_holds) {
             2 * ttl.as_millis() as u64
+        } else if rng.random_bool(run.long_holds) {
+            let left = valid_until.saturating_sub(mono_ns()) / 1_000_000;
+            (left as f64 * rng.random_range(0.5..0.9)) as u64
         } else {
             rng.random_range(1..=(ttl.as_millis() as u64 / 5).max(2))
         };
@@ -817,6 +834,8 @@ fn orchestrate(args: &Args) -> ExitCode {
                 .arg(queued_share.to_string())
                 .arg("--paused-holds")
                 .arg(paused_holds.to_string())
+                .arg("--long-holds")
+                .arg(args.long_holds.clamp(0.0, 1.0).to_string())
                 .arg("--hold")
                 .arg(hold.word());
             if setnx {
@@ -891,8 +910,8 @@ fn orchestrate(args: &Args) -> ExitCode {
         .collect();
     std::fs::write(dir.join("nemeses.log"), &timeline).unwrap();
     println!(
-        "redis-lock chaos: {} s, {}, {} writers, {} readers, {} semaphore workers (LIMIT {}), ttl {} ms, mode {:?}, restart-delay-ms {}, queued share {}, paused holds {}, seed {seed}",
-        args.seconds, deployment.describe(), args.workers, readers, limited, args.limit, args.ttl, args.r#unsafe, guard_ms, queued_share, paused_holds
+        "redis-lock chaos: {} s, {}, {} writers, {} readers, {} semaphore workers (LIMIT {}), ttl {} ms, mode {:?}, restart-delay-ms {}, queued share {}, paused holds {}, long holds {}, seed {seed}",
+        args.seconds, deployment.describe(), args.workers, readers, limited, args.limit, args.ttl, args.r#unsafe, guard_ms, queued_share, paused_holds, args.long_holds
     );
     let counts: std::collections::BTreeMap<&str, usize> = rows
         .iter()
@@ -916,7 +935,7 @@ fn orchestrate(args: &Args) -> ExitCode {
     // fault each followed, and what the servers logged; also when a fault
     // did not complete.
     let failed = strikes.iter().filter(|(s, _)| s.failed).count();
-    let keep = report.violations() > 0 || failed > 0;
+    let keep = report.violations() > 0 || failed > 0 || args.keep_logs;
     if keep {
         deployment.save_logs(&dir);
     }
