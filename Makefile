@@ -232,8 +232,9 @@ profile: build
 # Long chaos run (default 5 minutes): 5 servers, nemeses, the checker's table;
 # writers, readers (shared) and semaphore workers (LIMIT 2) by default.
 # CHAOS_TOPOLOGY=cluster: one Redis Cluster (3 primaries + a replica each;
-# slot migrations, CLUSTER FAILOVER [TAKEOVER], kill -9 of a primary);
-# CHAOS_TOPOLOGY=sentinel: one Sentinel group (kill -9 and SIGSTOP of the
+# slot migrations, CLUSTER FAILOVER [TAKEOVER], kill -9 of a primary, also
+# with its replica lagging); CHAOS_TOPOLOGY=sentinel: one Sentinel group
+# (kill -9 of the primary, also with the replica lagging, SIGSTOP of the
 # primary, SENTINEL FAILOVER). CHAOS_SEED replays a run's faults.
 CHAOS_SECONDS ?= 300
 CHAOS_WORKERS ?= 6

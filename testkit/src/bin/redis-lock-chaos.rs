@@ -13,9 +13,11 @@
 //!
 //! `--topology cluster` locks on one Redis Cluster instead (3 primaries, a
 //! replica each: one vote), through slot migrations of the contended
-//! names, `CLUSTER FAILOVER` (and `TAKEOVER`) and kill -9 of a primary;
-//! `--topology sentinel` on one Sentinel group, through kill -9 and
-//! SIGSTOP of the primary and `SENTINEL FAILOVER` (testkit::chaos_cluster,
+//! names, `CLUSTER FAILOVER` (and `TAKEOVER`) and kill -9 of a primary
+//! (also with its replica lagging: the grants it missed are lost);
+//! `--topology sentinel` on one Sentinel group, through kill -9 (also with
+//! the replica lagging) and SIGSTOP of the primary and `SENTINEL FAILOVER`
+//! (testkit::chaos_cluster,
 //! testkit::chaos_sentinel). Client pauses in both. The same workers,
 //! resource and checker; the table also says what followed each kind of
 //! fault.
