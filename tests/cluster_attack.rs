@@ -16,17 +16,6 @@ fn locker(urls: &[String]) -> Locker {
         .unwrap()
 }
 
-fn cluster_args() -> Vec<&'static str> {
-    vec![
-        "--cluster-enabled",
-        "yes",
-        "--cluster-node-timeout",
-        "2000",
-        "--enable-debug-command",
-        "yes",
-    ]
-}
-
 /// A name whose slot is served by `nodes[n]`.
 fn name_on(nodes: &[Server], n: usize, prefix: &str) -> String {
     (0..1000)
@@ -168,30 +157,6 @@ async fn a_slot_that_is_down_then_served_again() {
     bounded(locker.unlock(&lock)).await.unwrap();
 }
 
-/// A replica added to the cluster, returned once it replicates `primary`.
-fn add_replica(nodes: &[Server], primary: usize) -> Server {
-    let replica = Server::with(&cluster_args(), &[]);
-    let port = nodes[0].port.to_string();
-    assert_eq!(
-        redis_cli(replica.port, &["CLUSTER", "MEET", "127.0.0.1", &port]),
-        "OK"
-    );
-    let id = redis_cli(nodes[primary].port, &["CLUSTER", "MYID"]);
-    let known = eventually(Duration::from_secs(20), || {
-        redis_cli(replica.port, &["CLUSTER", "NODES"]).contains(&id)
-    });
-    assert!(known);
-    assert_eq!(
-        redis_cli(replica.port, &["CLUSTER", "REPLICATE", &id]),
-        "OK"
-    );
-    let up = eventually(Duration::from_secs(20), || {
-        redis_cli(replica.port, &["INFO", "replication"]).contains("master_link_status:up")
-    });
-    assert!(up);
-    replica
-}
-
 /// A seed that is a replica: its map names the primaries, and the locks
 /// go there.
 #[tokio::test(flavor = "multi_thread")]
@@ -330,8 +295,8 @@ fn a_seed_listed_again_by_another_spelling_is_refused_when_built() {
 /// are served.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_primary_without_the_module_refuses_its_slots_locks_for_good() {
-    let mut nodes: Vec<Server> = (0..2).map(|_| Server::with(&cluster_args(), &[])).collect();
-    nodes.push(Server::configured(&cluster_args()));
+    let mut nodes: Vec<Server> = (0..2).map(|_| Server::with(&CLUSTER_ARGS, &[])).collect();
+    nodes.push(Server::configured(&CLUSTER_ARGS));
     let addrs: Vec<String> = (nodes.iter())
         .map(|n| format!("127.0.0.1:{}", n.port))
         .collect();

@@ -13,7 +13,12 @@
 //! never an exclusive holder beside any other holder; never more than `n`
 //! holders of a name taken under `LIMIT n`; tokens increasing; and no stale
 //! write (or read) accepted by the fenced resource once a newer conflicting
-//! holder was granted.
+//! holder was granted, whether the writer's window had ended (a paused
+//! holder) or not (two holders at once: a replica promoted without the
+//! grants its primary made, an old primary still granting).
+//!
+//! Each violation is kept with its time, so that a run can say which fault
+//! (nemesis) it followed: `by_nemesis`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -158,6 +163,13 @@ impl Record {
     }
 }
 
+/// One violation, when it happened (the machine's monotonic clock, ns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub at: u64,
+    pub what: &'static str,
+}
+
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
     pub acquisitions: usize,
@@ -184,9 +196,23 @@ pub struct Report {
     pub stale_reads_rejected: usize,
     /// Reads after a newer writer was granted that the resource accepted.
     pub stale_reads_accepted: usize,
+    /// Writes or reads inside the holder's own window that the resource
+    /// accepted although a newer conflicting holder had been granted by
+    /// then: a stale operation fencing could not catch (the newer holder
+    /// had not written yet), which only two holders at once allow.
+    pub superseded_accepted: usize,
+    /// Writes or reads inside the holder's own window that fencing turned
+    /// away: the resource had seen a newer conflicting holder's token
+    /// while this one still believed it held (two holders at once, caught).
+    pub superseded_rejected: usize,
+    /// A hold taken again by its own owner with the same token: a renewal
+    /// of a grant whose release was lost, judged at its first window.
+    pub renewed: usize,
     pub no_quorum: usize,
     pub taken: usize,
     pub other_errors: usize,
+    /// Every violation counted above, with its time.
+    pub events: Vec<Event>,
 }
 
 impl Report {
@@ -196,6 +222,7 @@ impl Report {
             + self.token_regressions
             + self.stale_accepted
             + self.stale_reads_accepted
+            + self.superseded_accepted
     }
 }
 
@@ -230,6 +257,18 @@ impl fmt::Display for Report {
                 self.stale_reads_accepted,
             ),
             ("stale reads rejected by fencing", self.stale_reads_rejected),
+            (
+                "in-window ops accepted after a newer grant",
+                self.superseded_accepted,
+            ),
+            (
+                "in-window ops rejected by fencing",
+                self.superseded_rejected,
+            ),
+            (
+                "holds renewed by their owner (a lost release)",
+                self.renewed,
+            ),
             ("no-quorum errors", self.no_quorum),
             ("lock taken (contention)", self.taken),
             ("other errors", self.other_errors),
@@ -285,6 +324,10 @@ fn holders(records: &[Record], report: &mut Report) {
             .any(|o| o.owner != r.owner && (exclusive(o) || exclusive(r)))
         {
             report.overlaps += 1;
+            report.events.push(Event {
+                at: r.acquired,
+                what: "overlap",
+            });
         }
         open.push(r);
         let count = |same: fn(Hold) -> bool| open.iter().filter(|o| same(o.hold)).count();
@@ -294,6 +337,10 @@ fn holders(records: &[Record], report: &mut Report) {
                 report.most_limited = report.most_limited.max(permits);
                 if permits > n as usize {
                     report.over_limit += 1;
+                    report.events.push(Event {
+                        at: r.acquired,
+                        what: "over-limit",
+                    });
                 }
             }
             Hold::Shared => {
@@ -343,7 +390,25 @@ fn tokens(records: &[Record], report: &mut Report) {
         0 => 0,
         n => v[n - 1].1,
     };
-    for r in held {
+    // The first window of each grant (owner, token): a later window with
+    // both the same is that grant again, not a later holder's.
+    let mut first: std::collections::HashMap<(&str, u64), u64> = Default::default();
+    for r in &held {
+        first
+            .entry((r.owner.as_str(), r.token))
+            .or_insert(r.acquired);
+    }
+    for &r in &held {
+        // Its release was lost (sent to a primary a failover had just
+        // replaced, or one killed with it unreplicated) and the owner,
+        // reusing its owner string, renewed the hold the server still had,
+        // with its token (docs/safety.md, Known limits). The grant was
+        // judged at its first window; a holder granted meanwhile elsewhere
+        // (the old primary) is judged by the windows and the fence.
+        if first[&(r.owner.as_str(), r.token)] < r.acquired {
+            report.renewed += 1;
+            continue;
+        }
         let shared_since = if r.hold == Hold::Exclusive {
             r.acquired
         } else {
@@ -352,17 +417,22 @@ fn tokens(records: &[Record], report: &mut Report) {
         let top = top_ended_by(&exclusive, r.acquired).max(top_ended_by(&shared, shared_since));
         if r.token <= top {
             report.token_regressions += 1;
+            report.events.push(Event {
+                at: r.acquired,
+                what: "token-regression",
+            });
         }
     }
 }
 
-/// Late operations: after the holder's window, while a newer conflicting
-/// holder exists (any newer holder for a writer, a newer writer for a
+/// Stale operations: after the holder's window (a paused holder), or
+/// inside it (two holders at once), while a newer conflicting holder had
+/// been granted (any newer holder for a writer, a newer writer for a
 /// reader: readers do not conflict with each other).
 fn stale(records: &[Record], report: &mut Report) {
     for r in records {
         for w in &r.writes {
-            if w.result == WriteResult::Skipped || w.at <= r.end() {
+            if w.result == WriteResult::Skipped {
                 continue;
             }
             let newer_granted = records.iter().any(|o| {
@@ -370,15 +440,133 @@ fn stale(records: &[Record], report: &mut Report) {
                     && o.acquired < w.at
                     && (r.hold == Hold::Exclusive || o.hold == Hold::Exclusive)
             });
-            match (r.hold == Hold::Exclusive, w.result, newer_granted) {
-                (true, WriteResult::Rejected, _) => report.stale_rejected += 1,
-                (true, WriteResult::Accepted, true) => report.stale_accepted += 1,
-                (false, WriteResult::Rejected, _) => report.stale_reads_rejected += 1,
-                (false, WriteResult::Accepted, true) => report.stale_reads_accepted += 1,
-                _ => {}
-            }
+            let exclusive = r.hold == Hold::Exclusive;
+            let late = w.at > r.end();
+            let what = match (late, exclusive, w.result, newer_granted) {
+                (false, _, WriteResult::Rejected, _) => {
+                    report.superseded_rejected += 1;
+                    continue;
+                }
+                (false, _, WriteResult::Accepted, true) => {
+                    report.superseded_accepted += 1;
+                    "superseded-op-accepted"
+                }
+                (true, true, WriteResult::Rejected, _) => {
+                    report.stale_rejected += 1;
+                    continue;
+                }
+                (true, true, WriteResult::Accepted, true) => {
+                    report.stale_accepted += 1;
+                    "stale-write-accepted"
+                }
+                (true, false, WriteResult::Rejected, _) => {
+                    report.stale_reads_rejected += 1;
+                    continue;
+                }
+                (true, false, WriteResult::Accepted, true) => {
+                    report.stale_reads_accepted += 1;
+                    "stale-read-accepted"
+                }
+                _ => continue,
+            };
+            report.events.push(Event { at: w.at, what });
         }
     }
+}
+
+/// One fault the run injected: its kind, when it began and ended (the
+/// machine's monotonic clock, ns), and whether it failed to complete (a
+/// failover that did not happen, a slot move refused).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Strike {
+    pub kind: String,
+    pub start: u64,
+    pub end: u64,
+    pub failed: bool,
+}
+
+/// What followed one kind of fault: grants and violations from each
+/// strike's start to the next strike's (whatever its kind), so a
+/// violation is charged to the fault it came after.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct NemesisRow {
+    pub kind: String,
+    pub strikes: usize,
+    pub failed: usize,
+    /// Time spent inside the strikes themselves (s).
+    pub seconds: f64,
+    pub grants: usize,
+    pub violations: usize,
+}
+
+/// The rows of `by_nemesis`'s table, one per kind in order of first
+/// strike, after a row for the time before the first strike (`none`).
+pub fn by_nemesis<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    report: &Report,
+    strikes: &[Strike],
+) -> Vec<NemesisRow> {
+    let mut strikes: Vec<&Strike> = strikes.iter().collect();
+    strikes.sort_by_key(|s| s.start);
+    let mut rows: Vec<NemesisRow> = vec![NemesisRow {
+        kind: "none (before the first)".into(),
+        ..NemesisRow::default()
+    }];
+    let mut row_of_strike = Vec::with_capacity(strikes.len());
+    for s in &strikes {
+        let i = match rows.iter().position(|r| r.kind == s.kind) {
+            Some(i) => i,
+            None => {
+                rows.push(NemesisRow {
+                    kind: s.kind.clone(),
+                    ..NemesisRow::default()
+                });
+                rows.len() - 1
+            }
+        };
+        rows[i].strikes += 1;
+        rows[i].failed += usize::from(s.failed);
+        rows[i].seconds += s.end.saturating_sub(s.start) as f64 / 1e9;
+        row_of_strike.push(i);
+    }
+    let row_at = |t: u64| match strikes.partition_point(|s| s.start <= t) {
+        0 => 0,
+        n => row_of_strike[n - 1],
+    };
+    for r in lines.into_iter().filter_map(Record::parse) {
+        rows[row_at(r.acquired)].grants += 1;
+    }
+    for e in &report.events {
+        rows[row_at(e.at)].violations += 1;
+    }
+    rows
+}
+
+/// `by_nemesis`'s rows as a Markdown table: grants and violations are
+/// counted from each strike's start to the next strike's.
+pub fn nemesis_table(rows: &[NemesisRow]) -> String {
+    let mut out = format!(
+        "| {:<28} | {:>6} | {:>6} | {:>8} | {:>12} | {:>10} |\n|{}|{}|{}|{}|{}|{}|",
+        "nemesis",
+        "struck",
+        "failed",
+        "seconds",
+        "grants after",
+        "violations",
+        "-".repeat(30),
+        "-".repeat(8),
+        "-".repeat(8),
+        "-".repeat(10),
+        "-".repeat(14),
+        "-".repeat(12),
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "\n| {:<28} | {:>6} | {:>6} | {:>8.1} | {:>12} | {:>10} |",
+            r.kind, r.strikes, r.failed, r.seconds, r.grants, r.violations
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -553,6 +741,34 @@ mod tests {
     }
 
     #[test]
+    fn the_same_grant_renewed_by_its_owner_is_not_a_regression() {
+        // a's release was lost; a asked again with its own owner string and
+        // renewed the hold the server still had: the same token.
+        let l = report(&[rec("a", 9, 0, 100, 50), rec("a", 9, 60, 150, 120)]);
+        assert_eq!((l.violations(), l.renewed), (0, 1), "{l}");
+        // The same token for another owner is two grants.
+        let l = report(&[rec("a", 9, 0, 100, 50), rec("b", 9, 60, 150, 120)]);
+        assert_eq!((l.token_regressions, l.renewed), (1, 0), "{l}");
+        // A holder granted in between elsewhere (b, on an old primary, with
+        // a higher token): the renewal is judged by its first window, and
+        // b's write comes first, so the fence turns a's renewed one away.
+        let mut renewed = rec("a", 9, 60, 150, 120);
+        for w in &mut renewed.writes {
+            w.result = WriteResult::Rejected;
+        }
+        let l = report(&[rec("a", 9, 0, 100, 50), rec("b", 10, 52, 150, 58), renewed]);
+        assert_eq!((l.token_regressions, l.renewed), (0, 1), "{l}");
+        assert_eq!((l.superseded_rejected, l.violations()), (2, 0), "{l}");
+        // Had the resource taken it, that write would be stale.
+        let l = report(&[
+            rec("a", 9, 0, 100, 50),
+            rec("b", 10, 52, 150, 58),
+            rec("a", 9, 60, 150, 120),
+        ]);
+        assert_eq!(l.superseded_accepted, 2, "{l}");
+    }
+
+    #[test]
     fn a_holder_that_saw_its_lock_with_no_validity_left_is_not_judged() {
         // b's worker was paused between b's grant (token 3, before a's) and
         // its log line at 200: no validity was left, so b never held.
@@ -604,6 +820,58 @@ mod tests {
             report(&[late(WriteResult::Accepted), reader]).violations(),
             0
         );
+    }
+
+    #[test]
+    fn an_accepted_write_inside_the_window_after_a_newer_grant_is_a_violation() {
+        // b was granted at 50 while a still held (two holders at once): a's
+        // second write at 60 reached the resource before b's first.
+        let mut a = rec("a", 1, 0, 100, 90);
+        a.writes[1] = Write {
+            at: 60,
+            result: WriteResult::Accepted,
+        };
+        let b = rec("b", 2, 50, 150, 120);
+        let r = report(&[a.clone(), b.clone()]);
+        assert_eq!((r.superseded_accepted, r.overlaps), (1, 1), "{r}");
+        // Fencing caught it: b had written first.
+        a.writes[1].result = WriteResult::Rejected;
+        let r = report(&[a, b]);
+        assert_eq!((r.superseded_accepted, r.superseded_rejected), (0, 1));
+    }
+
+    #[test]
+    fn violations_are_charged_to_the_fault_they_followed() {
+        let strike = |kind: &str, start, end| Strike {
+            kind: kind.into(),
+            start,
+            end,
+            failed: false,
+        };
+        let strikes = [
+            strike("KillPrimary", 1_000, 2_000),
+            strike("SlotMigration", 3_000, 3_500),
+            strike("KillPrimary", 5_000, 6_000),
+        ];
+        let records = [
+            rec("a", 1, 500, 900, 800),
+            rec("b", 2, 1_500, 1_900, 1_800),
+            rec("c", 3, 3_100, 3_900, 3_800),
+            rec("d", 4, 3_200, 3_900, 3_800), // beside c: an overlap
+            rec("e", 5, 7_000, 7_900, 7_800),
+        ];
+        let l = lines(&records);
+        let report = analyse(l.iter().map(String::as_str));
+        assert_eq!(report.overlaps, 1);
+        let rows = by_nemesis(l.iter().map(String::as_str), &report, &strikes);
+        let row = |kind: &str| rows.iter().find(|r| r.kind == kind).unwrap().clone();
+        assert_eq!(rows[0].grants, 1);
+        let kill = row("KillPrimary");
+        assert_eq!((kill.strikes, kill.grants, kill.violations), (2, 2, 0));
+        assert!((kill.seconds - 2e-6).abs() < 1e-9);
+        let moved = row("SlotMigration");
+        assert_eq!((moved.strikes, moved.grants, moved.violations), (1, 2, 1));
+        assert!(nemesis_table(&rows).contains("| SlotMigration"));
     }
 
     #[test]

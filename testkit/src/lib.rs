@@ -2,6 +2,8 @@
 //! processes with the module, the clock shim, and the chaos analysis.
 
 pub mod chaos;
+pub mod chaos_cluster;
+pub mod chaos_sentinel;
 pub mod cluster;
 pub mod counting_alloc;
 pub mod proxy;

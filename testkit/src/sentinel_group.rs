@@ -121,8 +121,14 @@ impl SentinelGroup {
     /// sentinel names the primary and knows the replica and the two other
     /// sentinels.
     pub fn start(module_args: &[&str]) -> SentinelGroup {
-        let primary = Server::with(&[], module_args);
-        let replica = Server::replica_of(&primary, module_args);
+        SentinelGroup::start_with(&[], module_args)
+    }
+
+    /// [`SentinelGroup::start`] with server arguments for the data servers
+    /// (e.g. `--min-replicas-to-write 1`).
+    pub fn start_with(args: &[&str], module_args: &[&str]) -> SentinelGroup {
+        let primary = Server::with(args, module_args);
+        let replica = Server::replica_with(&primary, args, module_args);
         let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(primary.port)).collect();
         let group = SentinelGroup {
             data: vec![primary, replica],
@@ -181,29 +187,82 @@ impl SentinelGroup {
     /// new primary's index once every sentinel names it (the old primary
     /// may still think it is one: the sentinels demote it seconds later).
     pub fn failover(&self) -> usize {
+        self.try_failover().unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    /// [`SentinelGroup::failover`], saying why it did not happen instead
+    /// of panicking.
+    pub fn try_failover(&self) -> Result<usize, String> {
         let old = self.primary();
         let new = 1 - old;
         // Refused ("NOGOODSLAVE") until the sentinel has read the replica's
         // INFO: retried.
         let asked = eventually(Duration::from_secs(10), || {
-            q(
-                &mut self.sentinels[0].conn(),
-                &format!("SENTINEL FAILOVER {SERVICE}"),
-            )
-            .is_ok()
+            let Ok(mut c) = self.sentinels[0].try_conn() else {
+                return false;
+            };
+            q(&mut c, &format!("SENTINEL FAILOVER {SERVICE}")).is_ok()
         });
-        assert!(
-            asked,
-            "SENTINEL FAILOVER refused:\n{}",
-            self.sentinels[0].log()
-        );
-        let moved = eventually(Duration::from_secs(20), || {
+        if !asked {
+            return Err(format!(
+                "SENTINEL FAILOVER refused:\n{}",
+                self.sentinels[0].log()
+            ));
+        }
+        if !self.await_named(new, Duration::from_secs(20)) {
+            return Err(format!("no failover:\n{}", self.sentinels[0].log()));
+        }
+        Ok(new)
+    }
+
+    /// Until every sentinel names `data[i]` as the primary (up to `limit`).
+    pub fn await_named(&self, i: usize, limit: Duration) -> bool {
+        let port = self.data[i].port;
+        eventually(limit, || {
             self.sentinels
                 .iter()
-                .all(|s| s.primary_port() == Some(self.data[new].port))
+                .all(|s| s.primary_port() == Some(port))
+        })
+    }
+
+    /// Whether the group is whole: every sentinel names one primary, the
+    /// other data server replicates it with its link up, and every sentinel
+    /// sees that replica up (not down, not disconnected). Returns the
+    /// primary's index.
+    pub fn whole(&self) -> Option<usize> {
+        let port = self.sentinels[0].primary_port()?;
+        let primary = self.data.iter().position(|s| s.port == port)?;
+        let replica = &self.data[1 - primary];
+        if !self
+            .sentinels
+            .iter()
+            .all(|s| s.primary_port() == Some(port))
+        {
+            return None;
+        }
+        let info = crate::cluster::redis_cli(replica.port, &["INFO", "replication"]);
+        let linked = info.contains("role:slave")
+            && info.contains(&format!("master_port:{port}"))
+            && info.contains("master_link_status:up");
+        let seen = self.sentinels.iter().all(|s| {
+            let Ok(mut c) = s.try_conn() else {
+                return false;
+            };
+            let Ok(redis::Value::Array(replicas)) =
+                q(&mut c, &format!("SENTINEL REPLICAS {SERVICE}"))
+            else {
+                return false;
+            };
+            replicas.iter().any(|r| {
+                let fields = fields(r);
+                let field = |k: &str| fields.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+                field("port") == Some(replica.port.to_string().as_str())
+                    && field("flags")
+                        .is_some_and(|f| !f.contains("s_down") && !f.contains("disconnected"))
+                    && field("master-link-status") == Some("ok")
+            })
         });
-        assert!(moved, "no failover:\n{}", self.sentinels[0].log());
-        new
+        (linked && seen).then_some(primary)
     }
 
     /// Until `data[i]` says it is a replica (up to 30 s).
@@ -217,5 +276,22 @@ impl SentinelGroup {
             "127.0.0.1:{} is still a primary",
             self.data[i].port
         );
+    }
+}
+
+/// A sentinel's flat `[name, value, ...]` reply as pairs.
+fn fields(v: &redis::Value) -> Vec<(String, String)> {
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        other => format!("{other:?}"),
+    };
+    match v {
+        redis::Value::Array(items) => items
+            .chunks(2)
+            .filter(|p| p.len() == 2)
+            .map(|p| (text(&p[0]), text(&p[1])))
+            .collect(),
+        _ => Vec::new(),
     }
 }

@@ -423,6 +423,22 @@ impl Server {
     }
 }
 
+/// Destroy every TCP socket on this machine whose peer is 127.0.0.1:`port`
+/// (`ss -K`, root only), dropping what they had received and not read: a
+/// stopped replica's link to a primary just killed loses the replication
+/// stream still in its socket, as a link cut by the network would, instead
+/// of reading it all when continued. False if `ss` could not.
+pub fn cut_connections_to(port: u16) -> bool {
+    let filter = format!("( dport = :{port} )");
+    Command::new("ss")
+        .args(["-K", "-tn"])
+        .arg(filter)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill(); // SIGKILL also ends a SIGSTOPped server
