@@ -241,21 +241,7 @@ async fn a_queued_waiter_follows_a_demotion_to_the_new_primary() {
     });
     assert!(queued, "the waiter never queued on the primary");
 
-    q(&mut new.conn(), "REPLICAOF NO ONE").unwrap();
-    q(
-        &mut old.conn(),
-        &format!("REPLICAOF 127.0.0.1 {}", new.port),
-    )
-    .unwrap();
-    for s in &group.sentinels {
-        let mut c = s.conn();
-        q(&mut c, &format!("SENTINEL REMOVE {SERVICE}")).unwrap();
-        q(
-            &mut c,
-            &format!("SENTINEL MONITOR {SERVICE} 127.0.0.1 {} 2", new.port),
-        )
-        .unwrap();
-    }
+    group.promote_by_hand(1);
     holder_side.unlock(&held).await.unwrap();
     assert_eq!(status(&mut new.conn(), "job").map(|s| s.0), None);
     let (outcome, waiter_side) = waiter.await.unwrap();

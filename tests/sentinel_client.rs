@@ -97,21 +97,7 @@ async fn a_demoted_primarys_readonly_sends_the_client_to_the_new_one() {
     await_held(&group.data[1], "held");
 
     let (old, new) = (&group.data[0], &group.data[1]);
-    q(&mut new.conn(), "REPLICAOF NO ONE").unwrap();
-    q(
-        &mut old.conn(),
-        &format!("REPLICAOF 127.0.0.1 {}", new.port),
-    )
-    .unwrap();
-    for s in &group.sentinels {
-        let mut c = s.conn();
-        q(&mut c, &format!("SENTINEL REMOVE {SERVICE}")).unwrap();
-        q(
-            &mut c,
-            &format!("SENTINEL MONITOR {SERVICE} 127.0.0.1 {} 2", new.port),
-        )
-        .unwrap();
-    }
+    group.promote_by_hand(1);
     // The old primary answers READONLY on the client's connection.
     let readonly = err(&mut old.conn(), "LOCK.EXTEND held x 1000");
     assert!(readonly.to_uppercase().contains("READONLY"), "{readonly}");

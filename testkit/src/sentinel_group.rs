@@ -183,6 +183,26 @@ impl SentinelGroup {
         );
     }
 
+    /// Data server `new` made the primary by hand, the other its replica
+    /// (`REPLICAOF`, which closes no client: connections to the old
+    /// primary stay open and it answers READONLY), and every sentinel
+    /// pointed at `new` (`SENTINEL REMOVE` / `MONITOR`).
+    pub fn promote_by_hand(&self, new: usize) {
+        let (old, new) = (&self.data[1 - new], &self.data[new]);
+        q(&mut new.conn(), "REPLICAOF NO ONE").unwrap();
+        q(
+            &mut old.conn(),
+            &format!("REPLICAOF 127.0.0.1 {}", new.port),
+        )
+        .unwrap();
+        for s in &self.sentinels {
+            let mut c = s.conn();
+            q(&mut c, &format!("SENTINEL REMOVE {SERVICE}")).unwrap();
+            let monitor = format!("SENTINEL MONITOR {SERVICE} 127.0.0.1 {} 2", new.port);
+            q(&mut c, &monitor).unwrap();
+        }
+    }
+
     /// `SENTINEL FAILOVER`: the replica becomes the primary. Returns the
     /// new primary's index once every sentinel names it (the old primary
     /// may still think it is one: the sentinels demote it seconds later).
