@@ -12,10 +12,10 @@ use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
 use redis::RedisError;
 use redis::{AsyncConnectionConfig, Client, Cmd, ConnectionInfo, ErrorKind, IntoConnectionInfo};
 use redis::{ServerErrorKind, Value};
+
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Mutex};
 
@@ -112,6 +112,19 @@ fn unbounded() -> AsyncConnectionConfig {
 /// (1,032 bytes), which 0.27's fit (redis-lock-allocs, 2026-11-28).
 async fn request(c: &mut MultiplexedConnection, cmd: &Cmd) -> redis::RedisResult<Value> {
     c.send_packed_command(cmd).await?.extract_error()
+}
+
+/// `cmd`'s reply, with `then` run once the request is on the connection's
+/// queue: `join` polls the request first, and its first poll queues it
+/// (unconstrained: tokio's budget could leave it unsent, and `then`, which
+/// lets other requests onto the connection, would run ahead of it).
+async fn sent_before(
+    c: &mut MultiplexedConnection,
+    cmd: &Cmd,
+    then: impl Future<Output = ()>,
+) -> redis::RedisResult<Value> {
+    let reply = tokio::task::unconstrained(request(c, cmd));
+    futures_util::future::join(reply, then).await.0
 }
 
 fn broken(e: &RedisError) -> bool {
@@ -491,17 +504,7 @@ impl Node {
         cmd: &Cmd,
     ) -> redis::RedisResult<Value> {
         let clock = c.clone();
-        let mut reply = std::pin::pin!(tokio::task::unconstrained(request(c, cmd)));
-        // The first poll puts the request on the connection's queue.
-        let first = std::future::poll_fn(|cx| Poll::Ready(reply.as_mut().poll(cx))).await;
-        let sharing = self.share(opened, clock);
-        match first {
-            Poll::Ready(reply) => {
-                sharing.await;
-                reply
-            }
-            Poll::Pending => futures_util::future::join(reply, sharing).await.0,
-        }
+        sent_before(c, cmd, self.share(opened, clock)).await
     }
 
     /// A request whose turn (`Turn::Waited`) came on a connection another
@@ -511,13 +514,7 @@ impl Node {
         c: &mut MultiplexedConnection,
         cmd: &Cmd,
     ) -> redis::RedisResult<Value> {
-        let mut reply = std::pin::pin!(tokio::task::unconstrained(request(c, cmd)));
-        let first = std::future::poll_fn(|cx| Poll::Ready(reply.as_mut().poll(cx))).await;
-        drop(turn);
-        match first {
-            Poll::Ready(reply) => reply,
-            Poll::Pending => reply.await,
-        }
+        sent_before(c, cmd, async move { drop(turn) }).await
     }
 
     /// Read the server's clock (`TIME`) for queued waits' tickets
