@@ -15,6 +15,7 @@ pub mod rules {
     pub mod owner;
     pub mod shared;
     pub mod stats;
+    pub mod value;
     pub mod version;
     pub mod waiters;
 

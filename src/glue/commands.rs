@@ -685,7 +685,7 @@ fn apply_shared(ctx: Ctx, argv: &[RawString]) {
     };
     let limit = match limit {
         0 => None,
-        n if n <= u64::from(shared::MAX_LIMIT) => Some(n as u32),
+        n if n <= u64::from(crate::rules::args::MAX_LIMIT) => Some(n as u32),
         _ => return ctx.error("ERR LOCK.APPLYSHARED refused: limit out of bounds"),
     };
     let (owner, now) = (bytes(*owner), clock::now_ms());

@@ -13,9 +13,10 @@
 use crate::rules::args::Limits;
 use crate::rules::clock;
 use crate::rules::fencing::{self, TOKENS};
-use crate::rules::lock::{self, Lock, Value};
+use crate::rules::lock::{self, Lock};
 use crate::rules::shared::{self, Shared};
 use crate::rules::stats;
+use crate::rules::value::Value;
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 use std::ffi::{c_char, c_int, c_longlong, c_void};

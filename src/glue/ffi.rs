@@ -1,8 +1,9 @@
 //! The thin unsafe layer between Redis and the lock logic: argv access,
 //! replies, key handles and replication. Nothing here decides anything.
 
-use crate::rules::lock::{Lock, Value};
+use crate::rules::lock::Lock;
 use crate::rules::shared::Shared;
+use crate::rules::value::Value;
 use redis_module::raw;
 use std::ffi::{c_char, c_int, c_longlong, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};

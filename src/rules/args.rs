@@ -2,7 +2,7 @@
 //! one-line error message out. Errors never echo raw user bytes (they could
 //! hold CR/LF and break the protocol).
 
-use crate::rules::lock::Millis;
+use crate::rules::clock::Millis;
 
 /// Limits that come from the module's configuration.
 #[derive(Debug, Clone, Copy)]
@@ -10,6 +10,9 @@ pub struct Limits {
     pub max_ttl: Millis,
     pub max_owner_len: usize,
 }
+
+/// Largest `LIMIT`: 2^31 − 1, as a signed 32-bit count allows.
+pub const MAX_LIMIT: u32 = i32::MAX as u32;
 
 /// Largest `lock.max-ttl-ms` any server may be configured with (~34 years).
 pub const TTL_CEILING: Millis = 1 << 40;
@@ -153,7 +156,7 @@ pub fn acquire<'a>(args: &[&'a [u8]], limits: &Limits) -> ArgResult<AcquireArgs<
             let raw = rest
                 .next()
                 .ok_or_else(|| "ERR option LIMIT needs a count".to_string())?;
-            let max = Millis::from(crate::rules::shared::MAX_LIMIT);
+            let max = Millis::from(MAX_LIMIT);
             let n = parse_u64(raw)
                 .filter(|n| (1..=max).contains(n))
                 .ok_or_else(|| format!("ERR LIMIT must be an integer from 1 to {max}"))?;

@@ -5,6 +5,9 @@
 use once_cell::sync::Lazy;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+/// Monotonic milliseconds (`now_ms`): every deadline and TTL in `rules`.
+pub type Millis = u64;
+
 static START: Lazy<Instant> = Lazy::new(Instant::now);
 
 /// Monotonic milliseconds since the module was loaded, starting at 1 so that

@@ -7,7 +7,7 @@
 //! in use lets every lock granted before the restart expire first.
 
 use crate::rules::clock;
-use crate::rules::lock::Millis;
+use crate::rules::clock::Millis;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Monotonic deadline of the guard; 0 = off.

@@ -7,8 +7,7 @@
 //! drive the clock by hand. A lock whose deadline has been reached
 //! (`now >= deadline`) is treated exactly as if the key were empty.
 
-/// Monotonic milliseconds (see `clock.rs`).
-pub type Millis = u64;
+pub use crate::rules::clock::Millis;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lock {
@@ -43,34 +42,6 @@ impl Lock {
 
     fn held_by(&self, owner: &[u8]) -> bool {
         &*self.owner == owner
-    }
-}
-
-/// What a lock key holds: one exclusive holder (the mutex, unchanged and as
-/// small as before: the shared variant is a pointer that fits beside the
-/// owner's non-null niche, so `Value` is exactly as large as `Lock`), or
-/// shared holders (read-write lock, semaphore; see `shared.rs`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
-    Exclusive(Lock),
-    Shared(Box<crate::rules::shared::Shared>),
-}
-
-impl Value {
-    /// No live holder left: the key reads as empty.
-    pub fn is_expired(&self, now: Millis) -> bool {
-        match self {
-            Value::Exclusive(lock) => lock.is_expired(now),
-            Value::Shared(shared) => shared.is_expired(now),
-        }
-    }
-
-    /// Some holder is past its deadline (the reaper removes it).
-    pub fn has_expired_holder(&self, now: Millis) -> bool {
-        match self {
-            Value::Exclusive(lock) => lock.is_expired(now),
-            Value::Shared(shared) => shared.has_expired(now),
-        }
     }
 }
 

@@ -7,9 +7,11 @@
 //! beside another, never more holders than the limit, waiters granted in
 //! the order they queued, and every new grant's token above all before.
 
+use crate::rules::clock::Millis;
 use crate::rules::fencing::TokenCounter;
-use crate::rules::lock::{self, Acquire, Lock, Millis, Value};
+use crate::rules::lock::{self, Acquire, Lock};
 use crate::rules::shared::{self, Admit, Current, ExclusiveOnShared, Shared, SharedAcquire};
+use crate::rules::value::Value;
 use crate::rules::waiters::{KeyId, Queues, Waiter};
 use std::collections::HashMap;
 

@@ -72,7 +72,8 @@ impl fmt::Debug for Owner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::lock::{Lock, Value};
+    use crate::rules::lock::Lock;
+    use crate::rules::value::Value;
 
     #[test]
     fn short_owners_are_inline_and_long_ones_on_the_heap() {

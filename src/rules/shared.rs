@@ -18,10 +18,9 @@
 //! holders had cost 2–3× an exclusive pair in server time, mostly in those
 //! walks (2026-11-28).
 
-use crate::rules::lock::{self, Lock, Millis};
-
-/// Largest `LIMIT`: 2^31 − 1, as the issue and a signed 32-bit count allow.
-pub const MAX_LIMIT: u32 = i32::MAX as u32;
+use crate::rules::args::MAX_LIMIT;
+use crate::rules::clock::Millis;
+use crate::rules::lock::{self, Lock};
 
 /// A `LIMIT` other than the key's.
 pub const LIMIT_DIFFERS: &str = "ERR LIMIT differs from the limit this lock was created with";
@@ -518,7 +517,7 @@ pub fn from_stored(holders: Vec<Lock>, limit: u64) -> Result<Shared, &'static st
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::lock::Value;
+    use crate::rules::value::Value;
 
     fn hold(owner: &str, token: u64, ttl: Millis, now: Millis) -> Lock {
         Lock::new(owner.as_bytes(), token, ttl, now)

@@ -23,7 +23,7 @@
 //! server cron (`take_overdue`), and a wall clock stepped back cannot hold a
 //! hand-off back.
 
-use crate::rules::lock::Millis;
+use crate::rules::clock::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 
