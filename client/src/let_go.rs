@@ -6,10 +6,11 @@
 
 use crate::background::{Counted, BACKGROUND};
 use crate::lock::{Lock, Shared, TakenBack};
-use crate::locker::{Locker, Request};
+use crate::locker::Locker;
 use crate::node::is_timeout;
 use crate::one_runtime;
 use crate::quorum::{Answer, Tally};
+use crate::request::Request;
 use crate::round::{acquire_answer, untag, Pending, Reply};
 use futures_util::future::BoxFuture;
 use futures_util::stream::StreamExt;

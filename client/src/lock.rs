@@ -3,8 +3,8 @@
 
 use crate::background::{Counted, Running, BACKGROUND};
 use crate::hold::Hold;
-use crate::locker::Request;
 use crate::quorum::Tally;
+use crate::request::Request;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};

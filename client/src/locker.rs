@@ -6,7 +6,6 @@ use crate::background::BACKGROUND;
 use crate::busy::RecentlyBusy;
 use crate::config::Config;
 use crate::error::{Error, NodeFailure};
-use crate::hold::Hold;
 use crate::let_go::{
     release_timed_out, release_when_answered, settle_late, withdraw_late, Outstanding,
 };
@@ -15,12 +14,12 @@ use crate::node::{is_timeout, within, Node};
 use crate::one_runtime::on_one_runtime;
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
+use crate::request::{random_owner, Request};
 use crate::round::{acquire_answer, code_answer, Classify, Late, Pending, Reply, Round};
 use crate::server_clock;
 use crate::server_ids::{SameServers, ServerTag};
 use crate::stragglers::Stragglers;
 use futures_util::future::BoxFuture;
-use rand::RngExt;
 use redis::{Cmd, Value};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -42,21 +41,6 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct Locker {
     pub(crate) inner: Arc<Inner>,
-}
-
-/// 128 random bits as 32 hex digits. From the thread's CSPRNG (ChaCha,
-/// seeded and periodically reseeded from the OS): unguessable like the OS
-/// source, without a system call per lock.
-///
-/// ```
-/// let owner = redis_lock_client::random_owner();
-/// assert_eq!(owner.len(), 32);
-/// assert!(owner.chars().all(|c| c.is_ascii_hexdigit()));
-/// assert_ne!(owner, redis_lock_client::random_owner());
-/// ```
-pub fn random_owner() -> String {
-    let bits: u128 = rand::rng().random();
-    format!("{bits:032x}")
 }
 
 /// Extra time a `WAIT` call gets beyond its wait and the node timeout: the
@@ -139,77 +123,6 @@ impl Drop for Abandoned<'_> {
                 withdraw_late(locker, &req, acquires, lost, returns, Weak::new());
             }
         });
-    }
-}
-
-/// What one acquisition asks for, options resolved.
-#[derive(Clone, Copy)]
-pub(crate) struct Request<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) owner: &'a str,
-    pub(crate) ttl: Duration,
-    pub(crate) reentrant: bool,
-    /// The owner was made for this call (no other call can hold it: not
-    /// given by the caller, not REENTRANT), so what it was granted may be
-    /// released after the call returned.
-    pub(crate) unique: bool,
-    /// Exclusive or shared (`SHARED`, `LIMIT`).
-    pub(crate) hold: Hold,
-}
-
-impl<'a> Request<'a> {
-    /// The request for the next pass (a polling round, a pass of a queued
-    /// wait) after the first: a generated owner is made anew (into `fresh`),
-    /// so that nothing an earlier pass left behind (a late grant it
-    /// releases, a RELEASE still on its way) can touch this pass's grants.
-    /// A caller's own owner stays: to the servers it is one holder.
-    pub(crate) fn next_pass<'b>(&self, fresh: &'b mut String) -> Request<'b>
-    where
-        'a: 'b,
-    {
-        if !self.unique {
-            return *self;
-        }
-        *fresh = random_owner();
-        Request {
-            owner: fresh.as_str(),
-            ..*self
-        }
-    }
-
-    /// The request with its strings owned, for clean-up spawned elsewhere.
-    pub(crate) fn to_owned(self) -> OwnedRequest {
-        OwnedRequest {
-            name: self.name.to_string(),
-            owner: self.owner.to_string(),
-            ttl: self.ttl,
-            reentrant: self.reentrant,
-            unique: self.unique,
-            hold: self.hold,
-        }
-    }
-}
-
-/// A `Request` that owns its strings.
-pub(crate) struct OwnedRequest {
-    name: String,
-    owner: String,
-    ttl: Duration,
-    reentrant: bool,
-    unique: bool,
-    hold: Hold,
-}
-
-impl OwnedRequest {
-    pub(crate) fn get(&self) -> Request<'_> {
-        Request {
-            name: &self.name,
-            owner: &self.owner,
-            ttl: self.ttl,
-            reentrant: self.reentrant,
-            unique: self.unique,
-            hold: self.hold,
-        }
     }
 }
 

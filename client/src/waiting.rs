@@ -23,10 +23,11 @@
 use crate::error::Error;
 use crate::let_go::{mark_unsure, settle_late, withdraw_late, Outstanding, UnlockOnDrop, UNSURE};
 use crate::lock::{Lock, Shared};
-use crate::locker::{lock_cmd, ms, wait_ms, Locker, Request, MAX_SERVER_WAIT, WAIT_SLACK};
+use crate::locker::{lock_cmd, ms, wait_ms, Locker, MAX_SERVER_WAIT, WAIT_SLACK};
 use crate::node::{is_timeout, Failure};
 use crate::one_runtime;
 use crate::quorum::{self, Answer, Tally};
+use crate::request::Request;
 use crate::round::{acquire_answer, untag, Pending, Reply};
 use crate::server_ids::ServerTag;
 use futures_util::future::BoxFuture;
