@@ -4,6 +4,7 @@
 mod acquire;
 mod args;
 mod errors;
+mod hold;
 mod lock;
 mod locker;
 mod runtime;
@@ -17,7 +18,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<locker::Locker>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<spawn::Pending>()?;
-    m.add_class::<acquire::Acquisition>()?;
+    m.add_class::<locker::Acquisition>()?;
     m.add_class::<status::LockStatus>()?;
     m.add_function(wrap_pyfunction!(spawn::close_gate, m)?)?;
     m.add_function(wrap_pyfunction!(spawn::gate_after_fork, m)?)?;

@@ -1,272 +1,25 @@
-//! A held lock as seen from Python: the core's `Lock`, an optional
-//! renewal watchdog, and the `lost` signal.
-//!
-//! The watchdog follows the core's `AutoLock` (extend every ttl/3, retry
-//! sooner on failure while the lock is still valid, lost when it is not)
-//! but runs here, on the core's `Locker::extend`, because Python also needs
-//! the lock's validity and `extend(ttl)` while it renews, which `AutoLock`
-//! does not expose.
+//! A held lock as seen from Python: the `Lock` class over its current
+//! hold (`hold.rs`), which it replaces when it is taken again.
 
 use crate::acquire::Acquire;
 use crate::args;
 use crate::errors::{self, Failure, LockLost};
+use crate::hold::{self, Shared};
 use crate::runtime::{self, block_on};
 use crate::spawn::{self, spawn_with_callback, Pending};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
-use redis_lock_client::{
-    escape_owner, quorum_state, Error, Lock as CoreLock, Locker as CoreLocker, QuorumState,
-};
+use redis_lock_client::Locker as CoreLocker;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::task::AbortHandle;
-
-/// State shared by the Python object, its watchdog and its async calls.
-pub struct Shared {
-    core: CoreLocker,
-    lock: Mutex<CoreLock>,
-    /// Serialises extends and releases (watchdog, `extend()`, `release()`
-    /// from several threads): no extend overwrites a newer validity with an
-    /// older one, and a second concurrent release sees the first's outcome
-    /// instead of reporting the lock as lost.
-    ops: tokio::sync::Mutex<()>,
-    lost: AtomicBool,
-    released: AtomicBool,
-    watchdog: Mutex<Option<AbortHandle>>,
-    pid: u32,
-}
-
-impl Shared {
-    fn snapshot(&self) -> MutexGuard<'_, CoreLock> {
-        self.lock.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn context(&self) -> String {
-        format!("lock {}", shown_name(self.snapshot().name()))
-    }
-
-    /// Whether the lock is lost: the flag, or (while not released) its
-    /// validity ran out, which sets the flag for good.
-    fn note_lost(&self) -> bool {
-        if self.lost.load(Ordering::SeqCst) {
-            return true;
-        }
-        let ran_out = !self.released.load(Ordering::SeqCst) && self.snapshot().validity().is_zero();
-        if ran_out {
-            self.lost.store(true, Ordering::SeqCst);
-        }
-        ran_out
-    }
-
-    /// Wrap a freshly acquired lock; with `auto_renew`, start its watchdog
-    /// (needs to run inside the runtime).
-    pub fn start(core: CoreLocker, lock: CoreLock, auto_renew: bool) -> Arc<Shared> {
-        let shared = Arc::new(Shared {
-            core,
-            lock: Mutex::new(lock),
-            ops: tokio::sync::Mutex::new(()),
-            lost: AtomicBool::new(false),
-            released: AtomicBool::new(false),
-            watchdog: Mutex::new(None),
-            pid: std::process::id(),
-        });
-        if auto_renew {
-            let task = tokio::spawn(renew(shared.clone()));
-            *shared.watchdog.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
-        }
-        shared
-    }
-
-    /// Held as far as this process knows: not released, not lost.
-    fn held(&self) -> bool {
-        !self.released.load(Ordering::SeqCst) && !self.note_lost()
-    }
-
-    fn stop_watchdog(&self) {
-        let handle = self
-            .watchdog
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(h) = handle {
-            h.abort();
-        }
-    }
-}
-
-/// The name as messages show it: a 100 KB name printed whole drowned the
-/// message (and `repr`), so long ones are cut, with their length.
-pub fn shown_name(name: &str) -> String {
-    const SHOWN: usize = 60;
-    match name.char_indices().nth(SHOWN) {
-        None => format!("{name:?}"),
-        Some((cut, _)) => format!(
-            "{:?}... ({} characters)",
-            &name[..cut],
-            name.chars().count()
-        ),
-    }
-}
-
-/// An owner as messages show it: printable, and cut like a name.
-fn shown_owner(owner: &[u8]) -> String {
-    shown_name(&escape_owner(owner))
-}
-
-/// Why a lock the core calls `Expired` (a majority said it is not this
-/// owner's) is gone, from what the servers say now and whether it was
-/// still valid here when the operation began: "expired", "taken by another
-/// owner", or "released by someone else". One more round trip, on the
-/// error path only.
-async fn why_lost(shared: &Shared, was_valid: bool, what: &str) -> String {
-    let (name, owner) = {
-        let lock = shared.snapshot();
-        (lock.name().to_string(), lock.owner().to_string())
-    };
-    match quorum_state(&shared.core.status(&name).await) {
-        QuorumState::Held {
-            owner: holder,
-            nodes,
-            of,
-        } if holder != owner.as_bytes() => {
-            let holder = shown_owner(&holder);
-            if was_valid {
-                format!(
-                    "was taken by another owner ({holder}, on {nodes} of {of} servers) while still \
-                     valid here, before {what}: its hold was ended on the servers (a force release?)"
-                )
-            } else {
-                format!(
-                    "expired before {what} (its validity ran out) and was taken by another owner \
-                     since ({holder}, on {nodes} of {of} servers)"
-                )
-            }
-        }
-        QuorumState::Free { .. } | QuorumState::Held { .. } if was_valid => format!(
-            "was released by someone else before {what}: the servers no longer hold it though \
-             its validity had not run out (a force release, or another handle with the same \
-             owner released it)"
-        ),
-        QuorumState::Free { .. } | QuorumState::Held { .. } => {
-            format!("expired before {what}: its validity ran out and the servers no longer hold it")
-        }
-        QuorumState::Shared { .. } => format!(
-            "is no longer held by this owner on enough servers (found before {what}: expired \
-             or released; others hold the key shared)"
-        ),
-        _ => format!(
-            "is no longer held by this owner on a majority of the servers (found before {what}; \
-             expired or taken over: the servers' state could not be read)"
-        ),
-    }
-}
-
-/// `what`: the operation, for the message of a lost lock (None: no
-/// message wanted, the watchdog's own extends).
-async fn extend(
-    shared: Arc<Shared>,
-    ttl: Option<Duration>,
-    what: Option<&'static str>,
-) -> Result<(), Failure> {
-    let _one_at_a_time = shared.ops.lock().await;
-    let mut lock = shared.snapshot().clone();
-    if let Some(ttl) = ttl {
-        lock.set_ttl(ttl);
-    }
-    let (started, left) = (std::time::Instant::now(), lock.validity());
-    match shared.core.extend(&mut lock).await {
-        Ok(()) => {
-            // Validity that ran out before this extension landed was a
-            // moment `lost` said True: it stays True (it used to go back to
-            // False, after the holder may have stopped because of it).
-            if started.elapsed() >= left {
-                shared.lost.store(true, Ordering::SeqCst);
-            }
-            *shared.snapshot() = lock;
-            Ok(())
-        }
-        Err(Error::Expired) => {
-            shared.lost.store(true, Ordering::SeqCst);
-            let lost_because = match what {
-                Some(what) => Some(why_lost(&shared, !left.is_zero(), what).await),
-                None => None,
-            };
-            Err(Failure {
-                err: Error::Expired,
-                waited: None,
-                lost_because,
-            })
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-pub async fn release(shared: Arc<Shared>) -> Result<(), Failure> {
-    // A validity that ran out is a loss even if the release still finds
-    // the lock: note it before the release ends the validity (an explicit
-    // release() inside a `with` block hid it, 82fe3cf).
-    shared.note_lost();
-    shared.stop_watchdog();
-    let _one_at_a_time = shared.ops.lock().await;
-    if shared.released.load(Ordering::SeqCst) {
-        return Ok(());
-    }
-    let lock = shared.snapshot().clone();
-    let was_valid = !lock.validity().is_zero();
-    match shared.core.unlock(&lock).await {
-        Ok(()) => {
-            shared.released.store(true, Ordering::SeqCst);
-            Ok(())
-        }
-        Err(Error::Expired) => {
-            shared.released.store(true, Ordering::SeqCst);
-            shared.lost.store(true, Ordering::SeqCst);
-            Err(Failure {
-                err: Error::Expired,
-                waited: None,
-                lost_because: Some(why_lost(&shared, was_valid, "release()").await),
-            })
-        }
-        // Maybe still held on some nodes: a retried release() may finish it.
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The watchdog (see the module comment).
-async fn renew(shared: Arc<Shared>) {
-    let mut failing = false;
-    loop {
-        let (ttl, validity) = {
-            let lock = shared.snapshot();
-            (lock.ttl(), lock.validity())
-        };
-        let period = ttl / 3;
-        let wait = if failing {
-            (period / 4).max(Duration::from_millis(5))
-        } else {
-            period
-        };
-        tokio::time::sleep(wait.min(validity)).await;
-        match extend(shared.clone(), None, None).await {
-            Ok(()) => failing = false,
-            Err(Failure {
-                err: Error::Expired,
-                ..
-            }) => break,
-            Err(_) if shared.snapshot().validity().is_zero() => break,
-            Err(_) => failing = true,
-        }
-    }
-    shared.lost.store(true, Ordering::SeqCst);
-}
 
 /// A lock held on a majority of the servers.
 ///
 /// Use it as a context manager (`with locker.lock("name") as lock:`), or
-/// call `release()`. Attributes: `name`, `owner`, `token` (fencing token,
+/// call `hold::release()`. Attributes: `name`, `owner`, `token` (fencing token,
 /// larger than every earlier holder's), `ttl` and `validity` (seconds
 /// left, 0.0 once it may have expired or was released), `lost`,
 /// `released`, `auto_renew`.
@@ -274,7 +27,7 @@ async fn renew(shared: Arc<Shared>) {
 /// `lost` becomes True when the lock can no longer be trusted: renewal
 /// failed until its validity ran out, or the servers no longer hold it.
 /// Then stop touching the protected resource. Dropping the last reference
-/// without `release()` releases it in the background.
+/// without `hold::release()` releases it in the background.
 ///
 /// Entering a lock that is not held (released, or lost) takes it again,
 /// with the arguments of the `lock()` call that made it, and waits as that
@@ -325,6 +78,13 @@ impl Drop for NotEntered {
 }
 
 impl Lock {
+    /// [`Acquire::run`], as a Python `Lock` that keeps the arguments (to
+    /// take it again when entered while not held).
+    pub async fn acquire(args: Acquire, core: CoreLocker) -> Result<Lock, Failure> {
+        let shared = args.clone().run(core.clone()).await?;
+        Ok(Lock::new(core, args, shared))
+    }
+
     pub fn new(core: CoreLocker, args: Acquire, shared: Arc<Shared>) -> Lock {
         Lock {
             core,
@@ -396,7 +156,7 @@ impl Lock {
                 old.stop_watchdog();
                 let private = old.snapshot().owner_is_private();
                 if private && !old.released.load(Ordering::SeqCst) {
-                    let _ = release(old.clone()).await;
+                    let _ = hold::release(old.clone()).await;
                 }
                 args.run(core).await
             };
@@ -411,7 +171,7 @@ impl Lock {
         }
     }
 
-    /// `release()` without the complaint about a released lock (leaving a
+    /// `hold::release()` without the complaint about a released lock (leaving a
     /// block in which the lock was released already).
     fn release_if_held(&self, py: Python<'_>) -> PyResult<()> {
         self.usable()?;
@@ -420,7 +180,7 @@ impl Lock {
             return Ok(());
         }
         let context = shared.context();
-        let outcome = block_on(py, release(shared))?;
+        let outcome = block_on(py, hold::release(shared))?;
         outcome.map_err(|e| errors::to_py(py, &context, e))
     }
 
@@ -508,7 +268,7 @@ impl Lock {
     fn lost(&self) -> bool {
         self.shared().note_lost()
     }
-    /// True once release() succeeded (or found the lock already gone).
+    /// True once hold::release() succeeded (or found the lock already gone).
     #[getter]
     fn released(&self) -> bool {
         self.shared().released.load(Ordering::SeqCst)
@@ -533,7 +293,7 @@ impl Lock {
             return Err(self.not_held(&shared, "extend()"));
         }
         let context = shared.context();
-        let outcome = block_on(py, extend(shared, ttl, Some("extend()")))?;
+        let outcome = block_on(py, hold::extend(shared, ttl, Some("extend()")))?;
         outcome.map_err(|e| errors::to_py(py, &context, e))
     }
 
@@ -545,7 +305,7 @@ impl Lock {
         self.usable()?;
         let shared = self.shared();
         if shared.released.load(Ordering::SeqCst) {
-            return Err(self.not_held(&shared, "release()"));
+            return Err(self.not_held(&shared, "hold::release()"));
         }
         self.release_if_held(py)
     }
@@ -561,7 +321,7 @@ impl Lock {
             return Err(self.not_held(&shared, "extend()"));
         }
         let context = shared.context();
-        let work = extend(shared, ttl, Some("extend()"));
+        let work = hold::extend(shared, ttl, Some("extend()"));
         spawn_with_callback(done, context, work, |_, ()| Ok(None))
     }
 
@@ -573,14 +333,14 @@ impl Lock {
         let shared = self.shared();
         let already = shared.released.load(Ordering::SeqCst);
         if already && !if_held {
-            return Err(self.not_held(&shared, "release()"));
+            return Err(self.not_held(&shared, "hold::release()"));
         }
         let context = shared.context();
         let work = async move {
             if already {
                 return Ok(());
             }
-            release(shared).await
+            hold::release(shared).await
         };
         spawn_with_callback(done, context, work, |_, ()| Ok(None))
     }
@@ -651,7 +411,7 @@ impl Lock {
         };
         format!(
             "<redis_lock_client.Lock name={} token={} validity={:.3}s{}{}>",
-            shown_name(lock.name()),
+            hold::shown_name(lock.name()),
             lock.token(),
             validity,
             if self.args.auto_renew {
@@ -689,12 +449,12 @@ impl Drop for Lock {
         if spawn::exiting() && tokio::runtime::Handle::try_current().is_err() {
             // The timer is made inside block_on: it needs the runtime's context.
             let until = tokio::time::Instant::from_std(spawn::exit_release_deadline());
-            let bounded = async { tokio::time::timeout_at(until, release(shared)).await };
+            let bounded = async { tokio::time::timeout_at(until, hold::release(shared)).await };
             let _ = rt.block_on(bounded);
             return;
         }
         // Counted: the exit hook waits for it (a plain spawn let an exit
         // right after the drop leave the lock held, 5171401).
-        rt.spawn(redis_lock_client::counted(release(shared)));
+        rt.spawn(redis_lock_client::counted(hold::release(shared)));
     }
 }

@@ -1,10 +1,11 @@
 //! `Locker`: the core's quorum Locker for Python, blocking calls with the
 //! GIL released (the asyncio API in `_aio.py` wraps `_lock_async`).
 
-use crate::acquire::{Acquire, Acquisition};
+use crate::acquire::Acquire;
 use crate::args::{self, Wait};
 use crate::errors;
-use crate::lock::{shown_name, Lock};
+use crate::hold::shown_name;
+use crate::lock::Lock;
 use crate::runtime::{self, block_on};
 use crate::spawn::{spawn_with_callback, Pending};
 use crate::status::LockStatus;
@@ -203,7 +204,7 @@ impl Locker {
             limit.as_ref(),
         )?;
         let context = a.context();
-        let outcome = block_on(py, a.lock(self.core.clone()))?;
+        let outcome = block_on(py, Lock::acquire(a, self.core.clone()))?;
         outcome.map_err(|e| errors::to_py(py, &context, e))
     }
 
@@ -281,6 +282,44 @@ impl Locker {
             "<redis_lock_client.Locker nodes={:?} ttl={}s>",
             self.core.node_names(),
             self.ttl()
+        )
+    }
+}
+
+/// An acquisition whose arguments were checked when `AsyncLocker.lock()`
+/// was called (bad arguments raise there, not at the `await`); `_start`
+/// runs it, once per `await` or `async with`.
+#[pyclass(module = "redis_lock_client", frozen)]
+pub struct Acquisition {
+    pub core: CoreLocker,
+    pub args: Acquire,
+    /// The process the Locker was made in (it does not survive fork()).
+    pub pid: u32,
+}
+
+#[pymethods]
+impl Acquisition {
+    /// Acquire: `done(lock, None)` or `done(None, exception)` is called on
+    /// a runtime thread.
+    fn _start(&self, done: Py<PyAny>) -> PyResult<Pending> {
+        crate::runtime::check_pid(self.pid, "Locker")?;
+        let context = self.args.context();
+        let work = Lock::acquire(self.args.clone(), self.core.clone());
+        spawn_with_callback(done, context, work, |py, lock| {
+            Ok(Some(Py::new(py, lock)?.into_any()))
+        })
+    }
+
+    /// The lock's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.args.name.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<redis_lock_client.Acquisition {}>",
+            shown_name(&self.args.name)
         )
     }
 }

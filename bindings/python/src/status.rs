@@ -2,7 +2,7 @@
 //! says (the crate's `status` and `quorum_state`), for redis-py's
 //! `locked()` / `owned()` habits.
 
-use crate::lock::shown_name;
+use crate::hold::shown_name;
 use pyo3::prelude::*;
 use redis_lock_client::{
     escape_owner, quorum::majority, quorum_state, Locker as CoreLocker, NodeReport, QuorumState,
