@@ -373,7 +373,8 @@ impl NativeLock {
     pub fn extend<'env>(&self, env: &'env Env, ttl: Option<f64>) -> Result<Object<'env>> {
         let ttl = self.checked_ttl(ttl)?;
         let shared = self.shared.clone();
-        promise(env, extend(shared.clone(), ttl), settled(shared))
+        let work = shared.clone();
+        promise(env, move || extend(work, ttl), settled(shared))
     }
 
     /// Stop renewing and release on every server: resolves to null (also
@@ -381,7 +382,8 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<Failure | null>")]
     pub fn release<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let shared = self.shared.clone();
-        promise(env, release(shared.clone()), settled(shared))
+        let work = shared.clone();
+        promise(env, move || release(work), settled(shared))
     }
 
     /// Call `callback` once, when the lock is lost (never if it is

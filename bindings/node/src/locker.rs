@@ -92,7 +92,7 @@ impl NativeLocker {
         // Quoted only on a failure (a measurable cost on every call).
         let named = name.clone();
         let by = std::thread::current().id();
-        let work = async move {
+        let work = move || async move {
             let held = if auto_renew {
                 Held::Auto(core.acquire_auto(&name, &opts).await?)
             } else {

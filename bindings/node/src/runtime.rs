@@ -25,25 +25,28 @@ pub fn runtime() -> Result<&'static Runtime> {
         .map_err(|why| Error::new(Status::GenericFailure, why.clone()))
 }
 
-/// A promise of `work`, run on the runtime; `to_js` makes its value on the
-/// JavaScript thread. Pending, it keeps the event loop alive, like any
-/// other I/O in flight. Settled through the env's one threadsafe
-/// function (`settle`), not one made per promise.
-pub fn promise<'env, T, V, F, R>(env: &'env Env, work: F, to_js: R) -> Result<Object<'env>>
+/// A promise of the future `work()` makes, run on the runtime; `to_js`
+/// makes its value on the JavaScript thread. Pending, it keeps the event
+/// loop alive, like any other I/O in flight. Settled through the env's one
+/// threadsafe function (`settle`), not one made per promise.
+pub fn promise<'env, T, V, W, F, R>(env: &'env Env, work: W, to_js: R) -> Result<Object<'env>>
 where
     T: Send + 'static,
     V: ToNapiValue + 'static,
+    W: FnOnce() -> F + Send + 'static,
     F: Future<Output = T> + Send + 'static,
     R: FnOnce(Env, T) -> Result<V> + Send + 'static,
 {
     let rt = runtime()?;
     let (settler, promise) = Settler::new(env)?;
-    // Boxed once here: an acquisition's future is about 5 KB, and moved
-    // unboxed into the task it was copied whole at each step (memmove was
-    // the largest single item in a perf profile of 64 concurrent calls).
-    let work = Box::pin(work);
+    // The future is made and boxed on the runtime, where it is freed: an
+    // acquisition's future is about 5 KB (moved unboxed it was copied
+    // whole at each step), and allocated here, on the JavaScript thread,
+    // each one was freed on a runtime thread, past the allocator's
+    // per-thread cache and into a lock on this thread's arena. The task
+    // spawned from here holds only `work`'s captures.
     rt.spawn(async move {
-        let out = work.await;
+        let out = Box::pin(work()).await;
         settler.settle(out, to_js);
     });
     Ok(promise)
