@@ -6,7 +6,6 @@
 
 use crate::background::{Counted, BACKGROUND};
 use crate::lock::{Lock, Shared, TakenBack};
-use crate::locker::Locker;
 use crate::node::is_timeout;
 use crate::one_runtime;
 use crate::quorum::{Answer, Tally};
@@ -19,6 +18,25 @@ use std::sync::Weak;
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use tokio::time::Sleep;
+
+/// What letting go asks of the Locker (`locker.rs` implements it): a
+/// RELEASE to one server, an unlock, the node timeout. A trait, so that
+/// this file, which the Locker calls, does not call back into it.
+pub(crate) trait Releaser: Clone + Send + Sync + 'static {
+    /// `LOCK.RELEASE` on server `i` alone, with the node timeout. `unique`:
+    /// the owner was made for one call (its RELEASE may be sent again).
+    fn release_on(
+        &self,
+        i: usize,
+        name: &str,
+        owner: &str,
+        unique: bool,
+    ) -> BoxFuture<'static, Reply>;
+    /// Unlock `lock` everywhere; the outcome is not needed.
+    fn unlock_owned(&self, lock: Lock) -> BoxFuture<'static, ()>;
+    /// The deadline of one request to one server.
+    fn node_timeout(&self) -> Duration;
+}
 
 /// Why a server is left out of the rest of an acquisition.
 pub(crate) const UNSURE: &str =
@@ -46,10 +64,10 @@ pub(crate) fn mark_unsure(unsure: &mut [bool], released: &Tally) {
 /// owner made for this call in the background: left alone, the lock would
 /// hold every server for its TTL. A caller's own owner is left alone (a
 /// newer call of it may hold the lock by the time the RELEASE lands).
-pub(crate) struct UnlockOnDrop(Option<(Locker, Lock, Option<Handle>)>);
+pub(crate) struct UnlockOnDrop<L: Releaser>(Option<(L, Lock, Option<Handle>)>);
 
-impl UnlockOnDrop {
-    pub(crate) fn new(locker: &Locker, lock: &Lock) -> UnlockOnDrop {
+impl<L: Releaser> UnlockOnDrop<L> {
+    pub(crate) fn new(locker: &L, lock: &Lock) -> UnlockOnDrop<L> {
         let armed = lock
             .unique
             .then(|| (locker.clone(), lock.clone(), one_runtime::here()));
@@ -62,11 +80,11 @@ impl UnlockOnDrop {
     }
 }
 
-impl Drop for UnlockOnDrop {
+impl<L: Releaser> Drop for UnlockOnDrop<L> {
     fn drop(&mut self) {
         if let Some((locker, lock, runtime)) = self.0.take() {
             one_runtime::clean_up_on(&runtime, move || {
-                BACKGROUND.spawn(async move { locker.unlock(&lock).await });
+                BACKGROUND.spawn(locker.unlock_owned(lock));
             });
         }
     }
@@ -93,8 +111,8 @@ impl Drop for UnlockOnDrop {
 /// then holds that server for one TTL, not the lock). Not one refused or
 /// broken: that connection delivers nothing later, and a server down kept
 /// every wait's clean-up (and a CLI's exit) waiting 30 s (f9619de).
-pub(crate) fn withdraw_late(
-    locker: Locker,
+pub(crate) fn withdraw_late<L: Releaser>(
+    locker: L,
     req: &Request<'_>,
     mut acquires: Pending,
     outstanding: Outstanding,
@@ -115,7 +133,7 @@ pub(crate) fn withdraw_late(
             releases: returns,
             undecided: Vec::new(),
         };
-        let mut interval = locker.inner.config.node_timeout;
+        let mut interval = locker.node_timeout();
         let mut next = Instant::now() + interval;
         let mut give_up = None;
         let release = |i: usize| locker.release_on(i, &name, &owner, true);
@@ -256,8 +274,8 @@ const WITHDRAW_FOR: Duration = Duration::from_secs(30);
 /// time a late grant lands, and releasing would take that call's grant. A
 /// REENTRANT lock's late grant is a hold of its own whoever shares the
 /// owner: recorded for its unlock, or released at once if it was let go.
-pub(crate) fn settle_late(
-    locker: Locker,
+pub(crate) fn settle_late<L: Releaser>(
+    locker: L,
     req: &Request<'_>,
     mut late: Pending,
     shared: Weak<Shared>,
@@ -299,8 +317,8 @@ pub(crate) fn settle_late(
 /// failed pass, whose requests may still be in flight (`late`, until its
 /// deadline); each that grants, or says nothing by then, is sent a RELEASE
 /// (an owner made for one call: sent again on a new connection if need be).
-pub(crate) fn release_when_answered(
-    locker: Locker,
+pub(crate) fn release_when_answered<L: Releaser>(
+    locker: L,
     req: &Request<'_>,
     late: Option<(Pending, Pin<Box<Sleep>>)>,
     mut silent: Vec<usize>,

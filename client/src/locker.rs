@@ -7,7 +7,7 @@ use crate::busy::RecentlyBusy;
 use crate::config::Config;
 use crate::error::{Error, NodeFailure};
 use crate::let_go::{
-    release_timed_out, release_when_answered, settle_late, withdraw_late, Outstanding,
+    release_timed_out, release_when_answered, settle_late, withdraw_late, Outstanding, Releaser,
 };
 use crate::lock::{Lock, Shared};
 use crate::node::{is_timeout, within, Node};
@@ -277,20 +277,6 @@ impl Locker {
             let other = inner.same.other_path(i, server, paths)?;
             Some(crate::server_ids::same_server(other, server))
         }
-    }
-
-    /// `LOCK.RELEASE` on node `i` alone, with the node timeout. `unique`:
-    /// the owner was made for one call (its RELEASE may be sent again).
-    pub(crate) fn release_on(
-        &self,
-        i: usize,
-        name: &str,
-        owner: &str,
-        unique: bool,
-    ) -> BoxFuture<'static, Reply> {
-        let timeout = self.inner.config.node_timeout;
-        let cmd = Arc::new(release_cmd(name, owner));
-        self.send(i, cmd, Some(timeout), false, unique)
     }
 
     /// Every node's index (kept, not collected per round).
@@ -1092,5 +1078,30 @@ mod tests {
         // A TTL stays rounded down: the client never counts on more than
         // the servers hold.
         assert_eq!(ms(Duration::from_micros(199_700)), 199);
+    }
+}
+
+impl Releaser for Locker {
+    fn release_on(
+        &self,
+        i: usize,
+        name: &str,
+        owner: &str,
+        unique: bool,
+    ) -> BoxFuture<'static, Reply> {
+        let timeout = self.inner.config.node_timeout;
+        let cmd = Arc::new(release_cmd(name, owner));
+        self.send(i, cmd, Some(timeout), false, unique)
+    }
+
+    fn unlock_owned(&self, lock: Lock) -> BoxFuture<'static, ()> {
+        let locker = self.clone();
+        Box::pin(async move {
+            let _ = locker.unlock(&lock).await;
+        })
+    }
+
+    fn node_timeout(&self) -> Duration {
+        self.inner.config.node_timeout
     }
 }

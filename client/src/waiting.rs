@@ -21,7 +21,9 @@
 //! grants from a majority, exactly as in a polling round.
 
 use crate::error::Error;
-use crate::let_go::{mark_unsure, settle_late, withdraw_late, Outstanding, UnlockOnDrop, UNSURE};
+use crate::let_go::{
+    mark_unsure, settle_late, withdraw_late, Outstanding, Releaser, UnlockOnDrop, UNSURE,
+};
 use crate::lock::{Lock, Shared};
 use crate::locker::{lock_cmd, ms, wait_ms, Locker, MAX_SERVER_WAIT, WAIT_SLACK};
 use crate::node::{is_timeout, Failure};
