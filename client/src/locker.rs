@@ -1063,24 +1063,6 @@ impl Locker {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::{ms, wait_ms};
-    use std::time::Duration;
-
-    #[test]
-    fn a_server_wait_is_rounded_up_to_whole_milliseconds() {
-        assert_eq!(wait_ms(Duration::from_micros(199_700)), 200);
-        assert_eq!(wait_ms(Duration::from_millis(200)), 200);
-        assert_eq!(wait_ms(Duration::from_nanos(1)), 1);
-        assert_eq!(wait_ms(Duration::ZERO), 1);
-        assert_eq!(wait_ms(Duration::MAX), u64::MAX);
-        // A TTL stays rounded down: the client never counts on more than
-        // the servers hold.
-        assert_eq!(ms(Duration::from_micros(199_700)), 199);
-    }
-}
-
 impl Releaser for Locker {
     fn release_on(
         &self,
@@ -1103,5 +1085,23 @@ impl Releaser for Locker {
 
     fn node_timeout(&self) -> Duration {
         self.inner.config.node_timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ms, wait_ms};
+    use std::time::Duration;
+
+    #[test]
+    fn a_server_wait_is_rounded_up_to_whole_milliseconds() {
+        assert_eq!(wait_ms(Duration::from_micros(199_700)), 200);
+        assert_eq!(wait_ms(Duration::from_millis(200)), 200);
+        assert_eq!(wait_ms(Duration::from_nanos(1)), 1);
+        assert_eq!(wait_ms(Duration::ZERO), 1);
+        assert_eq!(wait_ms(Duration::MAX), u64::MAX);
+        // A TTL stays rounded down: the client never counts on more than
+        // the servers hold.
+        assert_eq!(ms(Duration::from_micros(199_700)), 199);
     }
 }
