@@ -59,6 +59,7 @@ pub use hosts::unknown_host;
 mod let_go;
 mod lock;
 mod locker;
+mod member;
 mod node;
 mod one_runtime;
 mod options;

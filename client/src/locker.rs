@@ -10,7 +10,8 @@ use crate::let_go::{
     release_timed_out, release_when_answered, settle_late, withdraw_late, Outstanding, Releaser,
 };
 use crate::lock::{Lock, Shared};
-use crate::node::{is_timeout, within, Node};
+use crate::member::Member;
+use crate::node::{is_timeout, within};
 use crate::one_runtime::on_one_runtime;
 use crate::options::LockOptions;
 use crate::quorum::{self, Answer, Tally, Verdict};
@@ -25,7 +26,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 pub(crate) struct Inner {
-    pub(crate) nodes: Vec<Arc<Node>>,
+    pub(crate) nodes: Vec<Arc<Member>>,
     pub(crate) names: Vec<String>,
     /// 0..nodes.len(): the targets of a round on every node.
     all: Vec<usize>,
@@ -140,10 +141,10 @@ impl Locker {
     /// ```
     pub fn new(config: Config) -> Locker {
         let same = Arc::new(SameServers::default());
-        let nodes: Vec<Arc<Node>> = (config.urls.iter())
-            .map(|u| Arc::new(Node::new(u, same.clone())))
+        let nodes: Vec<Arc<Member>> = (config.urls.iter())
+            .map(|u| Arc::new(Member::new(u, same.clone())))
             .collect();
-        let names = nodes.iter().map(|n| n.name.clone()).collect();
+        let names = nodes.iter().map(|n| n.name().to_string()).collect();
         Locker {
             inner: Arc::new(Inner {
                 all: (0..nodes.len()).collect(),

@@ -2,7 +2,6 @@
 //! short operation, (re)connected on demand after a failure, and a small
 //! pool of dedicated connections for blocking calls (`LOCK.ACQUIRE ... WAIT`).
 
-use crate::cluster::Cluster;
 use crate::error::describe;
 use crate::sentinel::{self, Group};
 use crate::server_clock::ServerClock;
@@ -161,9 +160,6 @@ pub struct Node {
     doubt: AtomicU64,
     /// The server's clock, read when the shared connection opened.
     clock: ServerClock,
-    /// A Redis Cluster (`redis+cluster://`): requests go to the primary
-    /// of their key's slot, each a node of its own (`cluster.rs`).
-    cluster: Option<Box<Cluster>>,
 }
 
 /// Doubts are told apart by a process-wide count.
@@ -265,7 +261,8 @@ impl RuntimeWatch {
 }
 
 impl Node {
-    /// A node of the Locker whose nodes share `same`.
+    /// A server (or a Sentinel group) at `url`, of a Locker whose nodes
+    /// share `same` (a cluster URL is a `Member::Cluster`).
     pub(crate) fn new(url: &str, same: Arc<SameServers>) -> Node {
         if sentinel::is_sentinel(url) {
             let parsed = sentinel::SentinelUrl::parse(url).expect("URL validated by the builder");
@@ -276,15 +273,6 @@ impl Node {
                 group: Some(group),
                 ..Node::of(client, same)
             };
-        }
-        if let Ok(Some(seed)) = crate::cluster::seed_url(url) {
-            let info = seed
-                .into_connection_info()
-                .expect("URL validated by the builder");
-            let mut node = Node::at(info.clone(), same.clone());
-            node.name = format!("{} (cluster)", node.name);
-            node.cluster = Some(Box::new(Cluster::new(info, same)));
-            return node;
         }
         Node::at(
             url.into_connection_info()
@@ -316,24 +304,17 @@ impl Node {
             same,
             doubt: AtomicU64::new(0),
             clock: ServerClock::default(),
-            cluster: None,
         }
     }
 
     /// A request given up on the shared connection may still be on its way
     /// (see `doubt`).
     pub(crate) fn in_doubt(&self) -> bool {
-        if let Some(c) = &self.cluster {
-            return c.in_doubt();
-        }
         self.doubt.load(Ordering::Acquire) != 0
     }
 
     /// The server this URL's connections reached last, if it said.
     pub(crate) fn known_server(&self) -> Option<ServerTag> {
-        if let Some(c) = &self.cluster {
-            return c.known_server();
-        }
         self.last_server.lock().expect("last server").clone()
     }
 
@@ -356,9 +337,6 @@ impl Node {
     /// The id of the shared connection if one is open: a later look that
     /// finds another (or none) knows it was dropped meanwhile.
     pub(crate) fn shared_id(&self) -> Option<usize> {
-        if let Some(c) = &self.cluster {
-            return c.shared_id();
-        }
         let slot = self.conn.lock().expect("connection slot");
         slot.as_ref()
             .filter(|open| open.runtime.is_up() && self.current(open))
@@ -368,9 +346,6 @@ impl Node {
     /// The shared connection is open (as far as this side knows). Asked
     /// for every node of every round: looks, without cloning it.
     pub(crate) fn is_connected(&self) -> bool {
-        if let Some(c) = &self.cluster {
-            return c.is_connected();
-        }
         let slot = self.conn.lock().expect("connection slot");
         slot.as_ref()
             .is_some_and(|open| open.runtime.is_up() && self.current(open))
@@ -440,9 +415,6 @@ impl Node {
     /// connection is kept before that reading (see `connect`), and a
     /// queued wait takes its ticket from the readings once its nodes are met.
     pub(crate) async fn meet(&self) {
-        if let Some(c) = &self.cluster {
-            return c.meet().await;
-        }
         if !self.is_connected() {
             if let Ok(((c, ..), Some(Turn::Opened(opened)))) = self.connection().await {
                 self.share(opened, c).await;
@@ -454,9 +426,6 @@ impl Node {
 
     /// Connected, and no connect still reading the server's clock.
     pub(crate) fn is_met(&self) -> bool {
-        if let Some(c) = &self.cluster {
-            return c.is_met();
-        }
         self.is_connected() && self.connecting.try_lock().is_ok()
     }
 
@@ -532,18 +501,12 @@ impl Node {
     /// Whether the server's clock should be read again (see
     /// `ServerClock::stale`).
     pub(crate) fn clock_stale(&self) -> bool {
-        if let Some(c) = &self.cluster {
-            return c.clock_stale();
-        }
         let own = crate::quorum::unix_micros();
         self.clock.stale(Instant::now(), own)
     }
 
     /// Read the server's clock again on the shared connection, if open.
     pub(crate) async fn read_clock_again(&self) {
-        if let Some(c) = &self.cluster {
-            return c.read_clock_again().await;
-        }
         if let Some((mut conn, ..)) = self.cached() {
             self.read_clock(&mut conn).await;
         }
@@ -552,9 +515,6 @@ impl Node {
     /// The server's clock minus this process's monotonic one, in µs, as
     /// read last (`server_clock.rs`).
     pub(crate) fn clock_offset(&self) -> Option<i64> {
-        if let Some(c) = &self.cluster {
-            return c.clock_offset();
-        }
         self.clock.offset()
     }
 
@@ -599,9 +559,6 @@ impl Node {
         cmd: &Cmd,
         refuse: impl Fn(Option<&ServerTag>) -> Option<String> + Send + Sync,
     ) -> Result<Tagged, Failure> {
-        if let Some(c) = &self.cluster {
-            return c.query(cmd, false, Some(&refuse)).await;
-        }
         let open = || async {
             let (mut c, generation) = Box::pin(self.open()).await?;
             let server = Box::pin(self.identify(&mut c)).await?;
@@ -672,9 +629,6 @@ impl Node {
     /// caller's own owner's RELEASE (on a REENTRANT lock a repeat drops a
     /// hold another handle still counts on: two holders).
     pub async fn query_shared(&self, cmd: &Cmd, resend: bool) -> Result<Tagged, Failure> {
-        if let Some(c) = &self.cluster {
-            return c.query(cmd, resend, None).await;
-        }
         let mut resent = false;
         let mut moved = false;
         loop {
