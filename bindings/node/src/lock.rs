@@ -209,16 +209,28 @@ static TAKEN: Mutex<Option<HashMap<ThreadId, Taken>>> = Mutex::new(None);
 struct Taken {
     locks: Vec<Weak<Shared>>,
     prune_at: usize,
+    /// The thread's env has torn down (`release_left_behind` ran): a lock
+    /// its calls still in flight win is released at once.
+    left: bool,
 }
 
 fn taken() -> MutexGuard<'static, Option<HashMap<ThreadId, Taken>>> {
     TAKEN.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Note a lock taken by the JavaScript thread `by`.
+/// Note a lock taken by the JavaScript thread `by`; if that thread's env
+/// has torn down (nobody will see the lock), release it at once, counted.
+/// Runs on the runtime, inside the call's (counted) task.
 fn register(by: ThreadId, shared: &Arc<Shared>) {
     let mut all = taken();
     let mine = all.get_or_insert_with(HashMap::new).entry(by).or_default();
+    if mine.left {
+        drop(all);
+        if let (true, Ok(rt)) = (shared.owner_private, tokio::runtime::Handle::try_current()) {
+            rt.spawn(redis_lock_client::counted(release(shared.clone())));
+        }
+        return;
+    }
     if mine.locks.len() >= mine.prune_at {
         mine.locks.retain(|l| {
             l.upgrade()
@@ -235,12 +247,18 @@ fn register(by: ThreadId, shared: &Arc<Shared>) {
 /// runs any more, so nothing works under them; left alone they would stay
 /// held for their TTL. Locks taken with `owner` or `reentrant` share their
 /// owner with other handles or later calls: they expire with their TTL.
+/// A call still in flight releases the lock it wins (`register`).
 pub fn release_left_behind(rt: &tokio::runtime::Runtime) {
-    let mine = taken()
-        .as_mut()
-        .and_then(|all| all.remove(&std::thread::current().id()))
-        .unwrap_or_default();
-    for shared in mine.locks.iter().filter_map(Weak::upgrade) {
+    let mine = {
+        let mut all = taken();
+        let entry = all
+            .get_or_insert_with(HashMap::new)
+            .entry(std::thread::current().id())
+            .or_default();
+        entry.left = true;
+        std::mem::take(&mut entry.locks)
+    };
+    for shared in mine.iter().filter_map(Weak::upgrade) {
         if !shared.released.load(Ordering::SeqCst) && shared.owner_private {
             rt.spawn(redis_lock_client::counted(release(shared)));
         }

@@ -12,11 +12,12 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { once } from 'node:events';
 import { Locker } from '../index.mjs';
-import { Server, killAll } from '../testing/servers.mjs';
+import { Server, killAll, inline } from '../testing/servers.mjs';
 import { delayProxy } from '../testing/delay-proxy.mjs';
 
 const run = promisify(execFile);
-const script = path.join(path.dirname(fileURLToPath(import.meta.url)), '../testing/exit-holding.mjs');
+const testing = path.join(path.dirname(fileURLToPath(import.meta.url)), '../testing');
+const script = path.join(testing, 'exit-holding.mjs');
 let server;
 let slow;
 before(async () => {
@@ -46,6 +47,22 @@ test('a worker thread that ends with a lock held releases it first', async () =>
   });
   assert.equal(code, 0);
   assert.equal(await server.holds(name), false, 'released before the worker went');
+});
+
+// 2026-11-28: process.exit() as the first of 500 acquisitions settled left
+// each lock the other 499 won held on every server for its TTL (they were
+// not yet the process's locks when the exit released those).
+test('a process that exits with acquisitions in flight leaves none of them held', async () => {
+  const servers = await Server.startN(3);
+  try {
+    const urls = servers.map((s) => s.url).join(',');
+    await run(process.execPath, [path.join(testing, 'exit-in-flight.mjs'), urls, 'lock:inflight-exit', '500']);
+    for (const s of servers) {
+      assert.equal(await inline(s.port, 'DBSIZE'), ':0', `server ${s.port} still holds locks`);
+    }
+  } finally {
+    for (const s of servers) s.kill();
+  }
 });
 
 test('a lock with a given owner is left to its TTL', async () => {
