@@ -221,6 +221,11 @@ impl ChaosCluster {
         Ok(format!("127.0.0.1:{primary} -> 127.0.0.1:{replica}"))
     }
 
+    /// Which of `nodes` listens on `port`.
+    fn index_of(&self, port: u16) -> Option<usize> {
+        self.nodes.iter().position(|n| n.port == port)
+    }
+
     /// kill -9 of `name`'s primary after its replica was stopped for
     /// `lag`; the replica is then continued and promoted by `CLUSTER
     /// FAILOVER TAKEOVER` (no majority needed, no node timeout waited), and
@@ -228,9 +233,9 @@ impl ChaosCluster {
     pub fn kill_primary_lagging(&mut self, name: &str, lag: Duration) -> Result<String, String> {
         let (primary, _) = self.primary_of(name)?;
         let replica = self.replica_of(primary)?;
-        let index = |port: u16| self.nodes.iter().position(|n| n.port == port);
-        let (i, j) = index(primary)
-            .zip(index(replica))
+        let (i, j) = self
+            .index_of(primary)
+            .zip(self.index_of(replica))
             .ok_or("the primary or its replica is not one of ours")?;
         self.nodes[j].signal("STOP");
         std::thread::sleep(lag);
@@ -262,9 +267,7 @@ impl ChaosCluster {
         let (primary, _) = self.primary_of(name)?;
         let replica = self.replica_of(primary)?;
         let i = self
-            .nodes
-            .iter()
-            .position(|n| n.port == primary)
+            .index_of(primary)
             .ok_or("the primary is not one of ours")?;
         self.nodes[i].kill();
         let promoted = settle(Duration::from_secs(30), || Self::role(replica) == "master");

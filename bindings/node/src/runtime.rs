@@ -45,6 +45,7 @@ where
     // each one was freed on a runtime thread, past the allocator's
     // per-thread cache and into a lock on this thread's arena. The task
     // spawned from here holds only `work`'s captures.
+    //
     // Counted from the call on: an exit waits (at most 2 s, `exit.rs`) for
     // calls in flight, and a lock one of them wins after its thread's env
     // tore down is released at once (`lock::register`); uncounted, a
