@@ -34,6 +34,7 @@ mod glue {
     pub mod ffi;
     pub mod guard_state;
     pub mod info;
+    pub mod propagation;
     pub mod reaper;
     pub mod registration;
 }
@@ -41,7 +42,7 @@ mod glue {
 use glue::datatype::LOCK_TYPE;
 use glue::ffi::{self, api, RawCtx};
 use glue::guard_state::{self, Armed};
-use glue::{blocking, commands, datatype, info, reaper, registration};
+use glue::{blocking, commands, datatype, info, propagation, reaper, registration};
 use redis_module::{raw, redis_module, Context, RedisString, Status};
 use rules::fencing;
 use std::ffi::{c_int, CStr};
@@ -157,6 +158,7 @@ unsafe extern "C" fn on_role_change(
     subevent: u64,
     _data: *mut std::ffi::c_void,
 ) {
+    propagation::may_reach_from_now();
     if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER {
         // The old primary may have handed out (and fenced) tokens this
         // replica never saw: count on from clock + 60 s, as after a start.
@@ -189,6 +191,9 @@ unsafe extern "C" fn on_loading(
     subevent: u64,
     _data: *mut std::ffi::c_void,
 ) {
+    if subevent != raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
+        propagation::may_reach_from_now();
+    }
     match subevent {
         raw::REDISMODULE_SUBEVENT_LOADING_AOF_START => guard_state::AOF_LOADED.store(true, Relaxed),
         raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
@@ -201,6 +206,17 @@ unsafe extern "C" fn on_loading(
         }
         _ => {}
     }
+}
+
+/// A fork (a snapshot for a replica, a save, an AOF rewrite): grants
+/// replicate as effects from now on (propagation.rs).
+unsafe extern "C" fn on_fork(
+    _ctx: RawCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut std::ffi::c_void,
+) {
+    propagation::may_reach_from_now();
 }
 
 /// ACL categories for the commands, where the server can take them (Redis
@@ -265,6 +281,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // raises the counter to whatever was persisted (see fencing.rs).
     fencing::TOKENS.observe(fencing::start_seed(ffi::wall_micros()));
     guard_state::arm(ctx, Armed::Started);
+    propagation::init(ctx);
     ffi::set_lock_type(datatype::raw_type());
     let raw_ctx = ctx.ctx;
     // SAFETY: called once from RedisModule_OnLoad with a valid ctx; all
@@ -294,7 +311,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             }
         }
         api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(info::info));
-        let events: [(u64, ServerEventHandler); 6] = [
+        let events: [(u64, ServerEventHandler); 7] = [
             (raw::REDISMODULE_EVENT_CRON_LOOP, reaper::on_cron),
             (raw::REDISMODULE_EVENT_FLUSHDB, blocking::on_flush),
             (raw::REDISMODULE_EVENT_SWAPDB, blocking::on_swapdb),
@@ -304,6 +321,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             ),
             (raw::REDISMODULE_EVENT_LOADING, on_loading),
             (raw::REDISMODULE_EVENT_CONFIG, on_config),
+            (raw::REDISMODULE_EVENT_FORK_CHILD, on_fork),
         ];
         for (id, handler) in events {
             let event = raw::RedisModuleEvent { id, dataver: 1 };

@@ -4,6 +4,7 @@
 use crate::glue::blocking;
 use crate::glue::expiry::{drop_expired_holders, expire_now, tally};
 use crate::glue::ffi::{bytes, guard, Ctx, Key, RawCtx, RawString, Slot};
+use crate::glue::propagation;
 use crate::rules::args;
 use crate::rules::clock;
 use crate::rules::config;
@@ -178,7 +179,7 @@ fn acquire(ctx: Ctx, argv: &[RawString]) {
     }
     let granted = key.set(Lock::new(req.owner, token, req.ttl, now));
     tally(ctx, stats::acquired);
-    ctx.replicate_grant(argv, granted.token);
+    propagation::grant(ctx, argv, granted.token);
     ctx.notify(c"lock.acquire", name);
     ctx.reply_int(granted.token as i64);
 }

@@ -14,6 +14,7 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
             "restart_guard_ms_left",
             crate::rules::guard::remaining(now).unwrap_or(0),
         ),
+        ("grant_effects", crate::glue::propagation::reaching()),
     ];
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: valid info ctx during the callback; names are NUL-terminated.
