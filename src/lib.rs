@@ -311,6 +311,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             }
         }
         api!(RedisModule_RegisterInfoFunc)(raw_ctx, Some(info::info));
+        api!(RedisModule_RegisterCommandFilter)(raw_ctx, Some(propagation::watch_for_sync), 0);
         let events: [(u64, ServerEventHandler); 7] = [
             (raw::REDISMODULE_EVENT_CRON_LOOP, reaper::on_cron),
             (raw::REDISMODULE_EVENT_FLUSHDB, blocking::on_flush),

@@ -143,3 +143,60 @@ fn a_load_or_a_role_change_turns_effects_on() {
     q(&mut o, &format!("REPLICAOF 127.0.0.1 {}", s.port)).unwrap();
     assert_eq!(effects(&mut o), "1", "after becoming a replica");
 }
+
+/// The server makes its backlog when a replica sends `PSYNC`, before any
+/// fork, and keeps it when the sync is abandoned. A replica seeded with an
+/// RDB from `SAVE` (replication ID and offset, no fork) then resyncs
+/// partially from that backlog: every grant in it must be an effect, or
+/// the replica mints its own tokens (an attack run on fe1f63f).
+#[test]
+fn grants_after_an_abandoned_sync_reach_a_replica_that_resyncs_partially() {
+    use std::io::{Read, Write};
+    let primary = Server::with(
+        &[
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "5",
+        ],
+        &[],
+    );
+    let mut p = primary.conn();
+    let mut sync = std::net::TcpStream::connect(("127.0.0.1", primary.port)).unwrap();
+    // As a replica asks, so that the primary waits out the diskless delay
+    // (a bare SYNC gets an RDB on disk at once, through a fork); PSYNC is
+    // refused while REPLCONF's reply is unread.
+    sync.write_all(b"REPLCONF capa eof capa psync2\r\n")
+        .unwrap();
+    let mut ok = [0u8; 5];
+    sync.read_exact(&mut ok).unwrap();
+    assert_eq!(&ok, b"+OK\r\n");
+    sync.write_all(b"PSYNC ? -1\r\n").unwrap();
+    assert!(eventually(Duration::from_secs(5), || {
+        info_field(&mut p, "replication", "repl_backlog_active") == "1"
+    }));
+    drop(sync); // abandoned inside the diskless delay: no fork ever
+    assert!(eventually(Duration::from_secs(5), || {
+        info_field(&mut p, "replication", "connected_slaves") == "0"
+    }));
+    q(&mut p, "SAVE").unwrap();
+    let tokens = acquire_all(&mut p, "after-sync", 20);
+
+    let mut replica = Server::start();
+    replica.kill();
+    std::fs::copy(primary.dir.join("dump.rdb"), replica.dir.join("dump.rdb")).unwrap();
+    let port = primary.port.to_string();
+    replica.restart_with(&["--replicaof", "127.0.0.1", &port], &[]);
+    let mut r = replica.conn();
+    assert!(eventually(Duration::from_secs(20), || {
+        info_field(&mut r, "replication", "master_link_status") == "up"
+    }));
+    assert_eq!(
+        info_field(&mut p, "stats", "sync_partial_ok"),
+        "1",
+        "the seeded replica resynced partially"
+    );
+    q(&mut p, "WAIT 1 5000").unwrap();
+    assert_replicated(&mut r, "after-sync", &tokens);
+    assert_eq!(command_calls(&mut r, "lock.acquire"), 0);
+}

@@ -10,8 +10,13 @@
 //! only while it has an AOF, or is a primary with a backlog or replicas;
 //! the module cannot read the backlog, so it tracks what can create one:
 //!
-//! - a fork (`FORK_CHILD` born, in the parent): every full sync snapshots
-//!   through one, and what ran before the snapshot is in it;
+//! - a replica's `SYNC` or `PSYNC`, seen by a command filter before it
+//!   runs: the server makes its backlog there, before any fork, and keeps
+//!   it if the sync is abandoned; a replica seeded later with an RDB from
+//!   `SAVE` (no fork) resynced partially from that backlog and got every
+//!   grant in it as a verbatim `LOCK.ACQUIRE` (an attack run on fe1f63f);
+//! - a fork (`FORK_CHILD` born, in the parent): a `BGSAVE` or AOF rewrite
+//!   (a full sync's fork comes after its `SYNC`);
 //! - a load (RDB, AOF, or from a primary): a loaded replication ID lets a
 //!   replica of the server's earlier life resync partially;
 //! - a role change: a replica keeps its backlog when promoted;
@@ -24,7 +29,7 @@
 //! finds no target and propagates nothing, but still counts the change for
 //! the `save` points, as `RedisModule_Replicate` does.
 
-use crate::glue::ffi::{Ctx, RawString};
+use crate::glue::ffi::{api, bytes, Ctx, RawString};
 use redis_module::{raw, Context};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -46,6 +51,25 @@ pub fn init(ctx: &Context) {
 /// replica or a backlog.
 pub fn may_reach_from_now() {
     MAY_REACH.store(true, Relaxed);
+}
+
+/// The command filter (registered at load, lib.rs): every command from a
+/// client passes here before it runs. Once effects are on it does nothing
+/// but read the flag.
+pub extern "C" fn watch_for_sync(filter: *mut raw::RedisModuleCommandFilterCtx) {
+    if MAY_REACH.load(Relaxed) {
+        return;
+    }
+    // SAFETY: the server passes a live filter context; position 0 is the
+    // command name, present in every command (NULL is checked anyway).
+    let name = unsafe { api!(RedisModule_CommandFilterArgGet)(filter, 0) };
+    if name.is_null() {
+        return;
+    }
+    let name = bytes(name);
+    if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
+        may_reach_from_now();
+    }
 }
 
 /// Replicate a grant (`Ctx::replicate_grant`) where it can reach anyone.
