@@ -803,7 +803,7 @@ impl Locker {
         // Not a setting that cannot work: the call itself was cut off, like
         // an outage, and a retry on a live runtime works.
         let moved = || Err(self.every_node_failed(MOVED));
-        on_one_runtime(self.acquire_as(&req, opts.wait), moved).await
+        on_one_runtime(|| self.acquire_as(&req, opts.wait), moved).await
     }
 
     async fn acquire_as(&self, req: &Request<'_>, wait: Duration) -> Result<Lock, Error> {
