@@ -47,8 +47,8 @@ pub fn init(ctx: &Context) {
     MAY_REACH.store(reach, Relaxed);
 }
 
-/// A fork, a load or a role change: from now on every effect may reach a
-/// replica or a backlog.
+/// A replica's `SYNC`/`PSYNC`, a fork, a load or a role change: from now
+/// on every effect may reach a replica or a backlog.
 pub fn may_reach_from_now() {
     MAY_REACH.store(true, Relaxed);
 }
