@@ -8,6 +8,7 @@
 mod common;
 use common::*;
 use redis_lock_client::{Builder, Error, LockOptions};
+use redis_lock_testkit::resp_proxy::RespProxy;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -305,4 +306,36 @@ async fn a_wait_shorter_than_the_restart_guard_says_why() {
             other => panic!("{path}: expected NoQuorum, got {other:?}"),
         }
     }
+}
+
+/// A wait whose connections to a majority are still opening when it runs
+/// out learnt nothing there: `NoQuorum`, and each such server's cause says
+/// a connection to it was still opening, which tells a client that could
+/// not connect in time from a server that did not reply (800 waits at once
+/// with a 50 ms wait said only "no reply", the servers idle: 2026-11-29).
+/// Here the proxies in front of two servers hold back the `LOCK.SERVERID`
+/// each new connection asks first, while the shared connections, already
+/// open, work.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_that_runs_out_while_connecting_says_so() {
+    let nodes = Server::start_n(3);
+    let holder = Builder::new(&urls(&nodes)).build().unwrap();
+    let held = holder.try_lock("k").await.unwrap();
+    let proxies: Vec<RespProxy> = nodes.iter().map(|s| RespProxy::to(s.port)).collect();
+    let via: Vec<String> = proxies.iter().map(RespProxy::url).collect();
+    let waiter = Builder::new(&via).build().unwrap();
+    let warm = waiter.try_lock("other").await.unwrap();
+    waiter.unlock(&warm).await.unwrap();
+    proxies[0].delay("LOCK.SERVERID", Duration::from_secs(3));
+    proxies[1].delay("LOCK.SERVERID", Duration::from_secs(3));
+    let got = waiter.lock("k", Duration::from_millis(300)).await;
+    let Err(Error::NoQuorum { failures, .. }) = got else {
+        panic!("expected NoQuorum, got {got:?}");
+    };
+    let connecting = failures
+        .iter()
+        .filter(|f| f.cause.ends_with("(a connection to it still opening)"))
+        .count();
+    assert_eq!(connecting, 2, "{failures:?}");
+    holder.unlock(&held).await.unwrap();
 }

@@ -269,6 +269,12 @@ impl Cluster {
         Some(h.finish() as usize)
     }
 
+    /// Dedicated connections being opened now, to any of its nodes.
+    pub(crate) fn opening(&self) -> usize {
+        let nodes = self.nodes.lock().expect("cluster nodes");
+        nodes.values().map(|n| n.opening()).sum()
+    }
+
     pub(crate) fn in_doubt(&self) -> bool {
         let nodes = self.nodes.lock().expect("cluster nodes");
         nodes.values().any(|n| n.in_doubt())

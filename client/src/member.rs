@@ -46,6 +46,14 @@ impl Member {
     }
 
     /// A request given up on may still be on its way.
+    /// Dedicated connections being opened now (`Node::opening`).
+    pub(crate) fn opening(&self) -> usize {
+        match self {
+            Member::Server(n) => n.opening(),
+            Member::Cluster { cluster, .. } => cluster.opening(),
+        }
+    }
+
     pub(crate) fn in_doubt(&self) -> bool {
         match self {
             Member::Server(n) => n.in_doubt(),

@@ -146,6 +146,9 @@ pub struct Node {
     /// Held while (re)connecting, so a burst of requests opens one connection.
     connecting: Mutex<()>,
     idle: std::sync::Mutex<Vec<Driven>>,
+    /// Dedicated connections being opened now: a wait that ends with no
+    /// reply says so, since then its request may never have left.
+    opening: AtomicUsize,
     /// Shared connections opened so far (their ids).
     opened: AtomicUsize,
     /// The server this URL reached last, and the tags of servers that
@@ -174,6 +177,23 @@ impl Drop for Unanswered<'_> {
         if let Some(doubt) = self.0 {
             doubt.store(DOUBTS.fetch_add(1, Ordering::Relaxed), Ordering::Release);
         }
+    }
+}
+
+/// Counts a dedicated connection as being opened until dropped (also when
+/// the wait that opens it ends first and drops it half-way).
+struct Opening<'a>(&'a AtomicUsize);
+
+impl<'a> Opening<'a> {
+    fn count(opening: &'a AtomicUsize) -> Opening<'a> {
+        opening.fetch_add(1, Ordering::Relaxed);
+        Opening(opening)
+    }
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -299,6 +319,7 @@ impl Node {
             conn: std::sync::Mutex::new(None),
             connecting: Mutex::new(()),
             idle: std::sync::Mutex::new(Vec::new()),
+            opening: AtomicUsize::new(0),
             opened: AtomicUsize::new(0),
             last_server: std::sync::Mutex::new(None),
             same,
@@ -560,6 +581,7 @@ impl Node {
         refuse: impl Fn(Option<&ServerTag>) -> Option<String> + Send + Sync,
     ) -> Result<Tagged, Failure> {
         let open = || async {
+            let _opening = Opening::count(&self.opening);
             let (mut c, generation) = Box::pin(self.open()).await?;
             let server = Box::pin(self.identify(&mut c)).await?;
             Ok::<_, RedisError>(Driven::here((c, generation), 0, server))
@@ -588,6 +610,11 @@ impl Node {
             self.give_back(conn);
         }
         reply.map(|v| (v, server)).map_err(|e| self.classify(e))
+    }
+
+    /// Dedicated connections to this node being opened now.
+    pub(crate) fn opening(&self) -> usize {
+        self.opening.load(Ordering::Relaxed)
     }
 
     /// A dedicated connection back to the pool (closed if it is full).
