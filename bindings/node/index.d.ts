@@ -75,17 +75,19 @@ export class Lock {
   readonly token: bigint;
   /** TTL in ms that renewals and extend() reset the lock to. */
   readonly ttl: number;
-  /** Ms the lock is still known to be valid (0 once it may have expired). */
+  /** Ms the lock is still known to be valid (0 once it may have expired, and after release()). */
   readonly validity: number;
   /** True once the lock can no longer be trusted: stop touching the resource. */
   readonly lost: boolean;
   readonly released: boolean;
   readonly autoRenew: boolean;
-  /** Aborted (reason: a LockLostError) when the lock is lost. */
+  /** Aborted (reason: a LockLostError) when the lock is lost; already aborted if it was lost
+   * before this first read. Holding the signal keeps the Lock (it is not collected and released). */
   readonly signal: AbortSignal;
   /** Reset the TTL on a majority (to `ttl` ms if given, which renewals keep). */
   extend(ttl?: number): Promise<void>;
-  /** Stop renewing and release on every server (again: does nothing). */
+  /** Stop renewing and release on every server (again after success: does nothing; after a
+   * failure: tries again). */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -98,7 +100,8 @@ export class Locker {
   readonly nodeTimeout: number;
   /** Acquire `name` on a majority of the servers. */
   lock(name: string | Buffer, options?: LockOptions): Promise<Lock>;
-  /** Run `fn` holding `name` (renewed while it runs), release when it settles. */
+  /** Run `fn` holding `name` (renewed while it runs), release when it settles. Rejects with
+   * LockLostError if the lock was lost while `fn` ran (`fn`'s own error, if any, as its cause). */
   using<T>(name: string | Buffer, options: UsingOptions | undefined, fn: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
   using<T>(name: string | Buffer, fn: (signal: AbortSignal, lock: Lock) => Promise<T> | T): Promise<T>;
 }

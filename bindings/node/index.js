@@ -106,19 +106,35 @@ function millis(what, value, min = 0) {
   return value;
 }
 
-function options(what, value) {
+/** The options object `value` read once: each of `keys` by one get, into
+ * a plain object the checks and the native call then share. Checked and
+ * used through separate reads, a getter could pass the check with one
+ * value and reach the native layer with another (an owner getter
+ * answering 'abc' to the checks and then 5 came back as a plain Error). */
+function options(what, value, keys) {
   if (value === undefined || value === null) return {};
   if (typeof value !== 'object' || Array.isArray(value)) {
     throw new TypeError(`${what} must be an object, got ${describe(value)}`);
   }
-  return value;
+  const read = {};
+  for (const key of keys) read[key] = value[key];
+  return read;
 }
+
+const LOCKER_OPTIONS = ['ttl', 'nodeTimeout', 'retryCount', 'retryDelay', 'driftFactor', 'fencing'];
+const LOCK_OPTIONS = ['wait', 'ttl', 'autoRenew', 'reentrant', 'owner'];
 
 function bool(what, value, fallback) {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') throw new TypeError(`${what} must be a boolean, got ${describe(value)}`);
   return value;
 }
+
+/** Whether `text` has no lone surrogate: napi turns each into U+FFFD on
+ * the way in, so "job\uD800" and "job\uDBFF" were one lock (2026-11-29). */
+const wellFormed = typeof String.prototype.isWellFormed === 'function'
+  ? (text) => text.isWellFormed()
+  : (text) => !/[\uD800-\uDFFF]/.test(text) || Buffer.from(text, 'utf8').toString('utf8') === text;
 
 function lockName(name) {
   let text = name;
@@ -129,10 +145,15 @@ function lockName(name) {
     }
   } else if (typeof name !== 'string') {
     throw new TypeError(`name must be a string or a Buffer, got ${typeof name} ${describe(name)}`);
+  } else if (!wellFormed(name)) {
+    throw new TypeError('name must be well-formed Unicode: it has a lone surrogate (\\uD800-\\uDFFF)');
   }
   if (text.length === 0) throw new RangeError('name must not be empty');
   return text;
 }
+
+/** The signal's hidden reference to its Lock (see Lock.#watch). */
+const kLock = Symbol('redis-lock-client.lock');
 
 const asyncDispose = typeof Symbol.asyncDispose === 'symbol' ? Symbol.asyncDispose : Symbol.for('nodejs.asyncDispose');
 
@@ -151,18 +172,31 @@ class Lock {
 
   /** Make the controller and start the native loss watcher, once, when
    * `signal` is first asked for (a lock whose signal nobody reads does not
-   * pay for either; one lost before that aborts the signal at once). The
-   * callback holds the controller, not this Lock: a Lock nobody holds can
-   * be collected (and is then released in the background). */
+   * pay for either).
+   *
+   * The signal holds this Lock: code that keeps only the signal (`const {
+   * signal } = await locker.lock(...)`, or `work(lock.signal)` after the
+   * function that took the lock returned) keeps the lock. Before, the Lock
+   * was collected, released by its finalizer, and the signal never
+   * aborted, while a rival took the lock (2026-11-29). The watcher's
+   * callback reaches the controller only weakly, so a Lock whose signal
+   * and itself nobody holds can still be collected (and is then released
+   * in the background). A lock lost before the signal is first read
+   * aborts it there and then, so `throwIfAborted()` right after throws. */
   #watch() {
     if (this.#controller !== null) return;
     const controller = new AbortController();
     this.#controller = controller;
+    Object.defineProperty(controller.signal, kLock, { value: this });
     const name = this.#native.name;
+    const lostError = () => new LockLostError(`lock ${JSON.stringify(name)} was lost: stop touching the resource it protects`);
+    if (this.#native.lost) {
+      controller.abort(lostError());
+      return;
+    }
+    const weak = new WeakRef(controller);
     this.#native.onLost(() => {
-      controller.abort(
-        new LockLostError(`lock ${JSON.stringify(name)} was lost: stop touching the resource it protects`),
-      );
+      weak.deref()?.abort(lostError());
     });
   }
 
@@ -174,8 +208,8 @@ class Lock {
   get token() { return this.#native.token; }
   /** TTL in ms that renewals and extend() reset the lock to. */
   get ttl() { return this.#native.ttl; }
-  /** Milliseconds the lock is still known to be valid (0 once it may have expired). */
-  get validity() { return this.#native.validity; }
+  /** Milliseconds the lock is still known to be valid (0 once it may have expired, and after release()). */
+  get validity() { return this.#native.released ? 0 : this.#native.validity; }
   /** True once the lock can no longer be trusted: stop touching the resource. */
   get lost() { return this.#native.lost; }
   /** True once release() succeeded (or found the lock already gone). */
@@ -231,11 +265,14 @@ class Locker {
     if (!Array.isArray(urls)) {
       throw new TypeError(`urls must be an array of server URLs, got ${describe(urls)}`);
     }
+    // Read once (a hole is undefined, and a Proxy cannot change it after
+    // the checks): forEach skipped holes, which reached the native layer.
+    urls = Array.from(urls);
     if (urls.length === 0) throw new RangeError('urls must name at least one server');
     urls.forEach((u, i) => {
       if (typeof u !== 'string') throw new TypeError(`urls[${i}] must be a string, got ${typeof u} ${describe(u)}`);
     });
-    const o = options('options', opts);
+    const o = options('options', opts, LOCKER_OPTIONS);
     const native = { ttl: millis('ttl', o.ttl === undefined ? 10_000 : o.ttl, MIN_TTL_MS) };
     if (o.nodeTimeout !== undefined) native.nodeTimeout = millis('nodeTimeout', o.nodeTimeout, 1);
     if (o.retryCount !== undefined) {
@@ -245,7 +282,7 @@ class Locker {
     }
     if (o.retryDelay !== undefined) {
       const d = o.retryDelay;
-      const [min, max] = typeof d === 'number' ? [d, d] : Array.isArray(d) && d.length === 2 ? d : [undefined, undefined];
+      const [min, max] = typeof d === 'number' ? [d, d] : Array.isArray(d) && d.length === 2 ? Array.from(d) : [undefined, undefined];
       if (min === undefined) throw new TypeError(`retryDelay must be ms or [min, max] ms, got ${describe(d)}`);
       native.retryDelayMin = millis('retryDelay[0]', min);
       native.retryDelayMax = millis('retryDelay[1]', max);
@@ -278,7 +315,7 @@ class Locker {
    * NoQuorumError, RejectedError; TypeError/RangeError for bad arguments. */
   async lock(name, opts) {
     const text = lockName(name);
-    const o = options('options', opts);
+    const o = options('options', opts, LOCK_OPTIONS);
     const wait = o.wait === undefined ? 0 : millis('wait', o.wait);
     const autoRenew = bool('autoRenew', o.autoRenew, true);
     const reentrant = bool('reentrant', o.reentrant, false);
@@ -286,6 +323,9 @@ class Locker {
     if (o.owner !== undefined) {
       if (typeof o.owner !== 'string') throw new TypeError(`owner must be a string, got ${describe(o.owner)}`);
       if (o.owner.length === 0) throw new RangeError('owner must not be empty');
+      if (!wellFormed(o.owner)) {
+        throw new TypeError('owner must be well-formed Unicode: it has a lone surrogate (\\uD800-\\uDFFF)');
+      }
     }
     let outcome;
     try {
@@ -299,21 +339,32 @@ class Locker {
 
   /** Run `fn(signal, lock)` holding `name`, renewed while it runs, and
    * release when it settles (also on throw). `signal` aborts when the lock
-   * is lost. Resolves to what `fn` returned; rejects with its error, or
-   * with LockLostError if the lock was lost while it ran. */
+   * is lost. Resolves to what `fn` returned; rejects with LockLostError if
+   * the lock was lost while it ran (with `fn`'s error as its cause if `fn`
+   * threw), otherwise with `fn`'s error. */
   async using(name, opts, fn) {
     if (typeof opts === 'function' && fn === undefined) {
       fn = opts;
       opts = undefined;
     }
     if (typeof fn !== 'function') throw new TypeError(`fn must be a function, got ${describe(fn)}`);
-    const o = options('options', opts);
+    const o = options('options', opts, LOCK_OPTIONS);
     const lock = await this.lock(name, { ...o, autoRenew: true });
     let result;
     try {
       result = await fn(lock.signal, lock);
     } catch (e) {
       await lock.release().catch(() => {});
+      // The function's own error after a loss still says the lock was
+      // lost, with that error as its cause: the loss is what the caller
+      // must learn (the work it guarded may have run unprotected), and
+      // rethrown alone it hid the loss (2026-11-29).
+      if (lock.lost && !(e instanceof LockLostError)) {
+        throw new LockLostError(
+          `lock ${JSON.stringify(lock.name)} was lost while the function ran, which then failed (the cause)`,
+          { cause: e },
+        );
+      }
       throw e;
     }
     try {

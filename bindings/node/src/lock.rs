@@ -142,12 +142,13 @@ async fn release(shared: Arc<Shared>) -> std::result::Result<(), CoreError> {
             shared.released.store(true, Ordering::SeqCst);
             shared.lost.store(true, Ordering::SeqCst);
         }
-        // A renewed lock's guard is done either way (its watchdog stopped);
-        // a plain one may still be held on some nodes: a retried release()
-        // may finish it.
-        Err(_) if matches!(shared.held, Held::Auto(_)) => {
-            shared.released.store(true, Ordering::SeqCst)
-        }
+        // Renewed or not, a release that failed (no quorum answered) may
+        // have left the lock held on some nodes: a retried release() (or
+        // the one `Drop` makes) may finish it. A renewed lock was marked
+        // released here and a retry did nothing: with its servers stopped,
+        // the first release failed and the second resolved (2026-11-29).
+        // Its watchdog has stopped either way, so unless a retry succeeds
+        // it runs out of validity and reads as lost.
         Err(_) => {}
     }
     shared.changed.send_replace(());

@@ -80,6 +80,42 @@ test('bad URLs', async () => {
   await refused(() => new Locker([server.url, server.url.replace('127.0.0.1', 'localhost')]), RangeError, 'same server');
 });
 
+test('a string with a lone surrogate, as a name or an owner', async () => {
+  // napi makes each lone surrogate U+FFFD: "job\uD800" and "job\uDBFF" were
+  // one lock, and so were two such owners (2026-11-29).
+  const locker = new Locker([server.url]);
+  await refused(() => locker.lock('job\uD800', { autoRenew: false }), TypeError, 'name');
+  await refused(() => locker.lock('job\uDC00x', { autoRenew: false }), TypeError, 'name');
+  await refused(() => locker.lock('job', { owner: '\uDFFF', autoRenew: false }), TypeError, 'owner');
+  const pair = await locker.lock('job\uD83D\uDE00', { owner: 'me\uD83D\uDE00', autoRenew: false });
+  assert.equal(pair.name, 'job\uD83D\uDE00');
+  await pair.release();
+});
+
+test('holes, proxies and getters are read once and checked as read', async () => {
+  // 2026-11-29: holes in urls and an owner getter that changed after the
+  // checks reached the native layer and came back as a plain Error.
+  await refused(() => new Locker([, server.url]), TypeError, 'urls[0]');
+  await refused(() => new Locker(new Array(2)), TypeError, 'urls[0]');
+  let reads = 0;
+  const shifting = new Proxy([server.url], {
+    get(target, key) {
+      if (key === 'length') return reads++ === 0 ? 1 : 2;
+      return Reflect.get(target, key);
+    },
+  });
+  // Copied once, its second element read as undefined: refused as such, not
+  // passed on to fail in the native layer.
+  await refused(() => new Locker(shifting), TypeError, 'urls[1]');
+  let asked = 0;
+  const opts = { autoRenew: false, get owner() { return asked++ < 1 ? 'abc' : 5; } };
+  const locker = new Locker([server.url]);
+  const lock = await locker.lock('lock:getter', opts);
+  assert.equal(lock.owner, 'abc');
+  assert.equal(asked, 1);
+  await lock.release();
+});
+
 test('after all that the process still locks', async () => {
   const lock = await new Locker([server.url]).lock('lock:still');
   await lock.release();

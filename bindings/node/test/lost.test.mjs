@@ -2,7 +2,9 @@
 // and `lost` turn true while its function runs.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Locker, LockLostError } from '../index.mjs';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { Locker, LockLostError, NoQuorumError } from '../index.mjs';
 import { Server, killAll } from '../testing/servers.mjs';
 
 let servers;
@@ -40,4 +42,89 @@ test('stopping a majority aborts the signal and the function sees lost', async (
   assert.equal(seen.lost, true);
   assert.ok(seen.reason instanceof LockLostError);
   assert.equal(seen.reason.code, 'LOCK_LOST');
+});
+
+const held = async (name) => (await Promise.all(servers.map((s) => s.holds(name)))).filter(Boolean).length;
+const until = async (what, check, ms = 5_000) => {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+// A collection on demand, without starting node with --expose-gc.
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc');
+const collect = async () => {
+  for (let i = 0; i < 5; i++) {
+    gc();
+    await new Promise((r) => setImmediate(r));
+  }
+};
+
+test('keeping only the signal keeps the lock; dropping it too releases it', async () => {
+  // 2026-11-29: with only `signal` kept, the Lock was collected and
+  // released by its finalizer, its signal never aborted, and a rival took
+  // the lock while the holder still worked under that signal.
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 10_000 });
+  let { signal } = await locker.lock('lock:only-signal');
+  await collect();
+  await new Promise((r) => setTimeout(r, 300)); // a release in the background would have landed
+  assert.equal(await held('lock:only-signal'), 3, 'held on every server while the signal is kept');
+  assert.equal(signal.aborted, false);
+  signal = null;
+  await collect();
+  await until('released once nothing holds the lock or its signal', async () => (await held('lock:only-signal')) === 0);
+});
+
+test('a signal first read after the loss is already aborted', async () => {
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 200 });
+  const lock = await locker.lock('lock:late-signal', { autoRenew: false });
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(lock.lost, true);
+  const { signal } = lock;
+  assert.equal(signal.aborted, true);
+  assert.throws(() => signal.throwIfAborted(), LockLostError);
+});
+
+test('a renewed lock whose release failed is not released: release() tries again', async () => {
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 5_000, nodeTimeout: 200 });
+  const lock = await locker.lock('lock:release-again');
+  servers[0].signal('SIGSTOP');
+  servers[1].signal('SIGSTOP');
+  try {
+    await assert.rejects(lock.release(), NoQuorumError);
+    assert.equal(lock.released, false);
+    // Before 2026-11-29 this resolved, doing nothing, with the servers still stopped.
+    await assert.rejects(lock.release(), NoQuorumError);
+  } finally {
+    servers[0].signal('SIGCONT');
+    servers[1].signal('SIGCONT');
+  }
+  await until('free on every server', async () => (await held('lock:release-again')) === 0);
+});
+
+test('validity is 0 once released', async () => {
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 10_000 });
+  const lock = await locker.lock('lock:validity');
+  assert.ok(lock.validity > 0);
+  await lock.release();
+  assert.equal(lock.validity, 0);
+});
+
+test('using() rejects with LockLostError, its cause the function\'s own error, when the lock was lost first', async () => {
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 1_000 });
+  const mine = new Error('the work failed');
+  const outcome = locker.using('lock:lost-then-threw', async (signal) => {
+    servers[0].signal('SIGSTOP');
+    servers[1].signal('SIGSTOP');
+    await new Promise((resolve) => signal.addEventListener('abort', resolve));
+    throw mine;
+  });
+  try {
+    await assert.rejects(outcome, (e) => e instanceof LockLostError && e.cause === mine);
+  } finally {
+    servers[0].signal('SIGCONT');
+    servers[1].signal('SIGCONT');
+  }
 });
