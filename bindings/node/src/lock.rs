@@ -213,6 +213,43 @@ struct Taken {
     /// The thread's env has torn down (`release_left_behind` ran): a lock
     /// its calls still in flight win is released at once.
     left: bool,
+    /// Turns true with `left`: the thread's acquisitions still in flight
+    /// stop (`env_gone`).
+    gone: Option<watch::Sender<bool>>,
+}
+
+thread_local! {
+    /// This JavaScript thread's `Taken::gone`, subscribed once.
+    static GONE: std::cell::RefCell<Option<watch::Receiver<bool>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Resolves when the env of the JavaScript thread calling this (now) has
+/// torn down; until then never. An acquisition races it: a worker thread
+/// terminated while its `lock()` waited in the servers' queues left the
+/// wait there until its own deadline (600 s in the case seen, 2026-11-29),
+/// its connections open, and a grant with a given `owner` then landed
+/// after the holder released and stayed held for its TTL. Dropped, the
+/// acquisition withdraws its waits and gives back its grants (the core's
+/// clean-up of a dropped call, counted: the teardown waits for it).
+pub fn env_gone() -> impl std::future::Future<Output = ()> + Send + 'static {
+    let mut gone = GONE.with(|g| {
+        g.borrow_mut()
+            .get_or_insert_with(|| {
+                let mut all = taken();
+                let me = std::thread::current().id();
+                let mine = all.get_or_insert_with(HashMap::new).entry(me).or_default();
+                let left = mine.left;
+                mine.gone.get_or_insert_with(|| watch::channel(left).0).subscribe()
+            })
+            .clone()
+    });
+    async move {
+        // The sender lives in a static map: an error (it was dropped) is
+        // not a teardown.
+        if gone.wait_for(|gone| *gone).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 fn taken() -> MutexGuard<'static, Option<HashMap<ThreadId, Taken>>> {
@@ -257,6 +294,9 @@ pub fn release_left_behind(rt: &tokio::runtime::Runtime) {
             .entry(std::thread::current().id())
             .or_default();
         entry.left = true;
+        if let Some(gone) = &entry.gone {
+            gone.send_replace(true);
+        }
         std::mem::take(&mut entry.locks)
     };
     for shared in mine.iter().filter_map(Weak::upgrade) {

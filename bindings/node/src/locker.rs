@@ -3,12 +3,12 @@
 
 use crate::args;
 use crate::errors::{self, Failure};
-use crate::lock::{Held, NativeLock};
+use crate::lock::{self, Held, NativeLock};
 use crate::runtime::promise;
 use napi::bindgen_prelude::{Either, Object};
 use napi::{Env, Error, Result, Status};
 use napi_derive::napi;
-use redis_lock_client::{Builder, LockOptions, Locker as CoreLocker};
+use redis_lock_client::{Builder, Error as CoreError, LockOptions, Locker as CoreLocker};
 
 /// The Locker's settings (index.js fills in the defaults). Milliseconds.
 #[napi(object)]
@@ -92,13 +92,21 @@ impl NativeLocker {
         // Quoted only on a failure (a measurable cost on every call).
         let named = name.clone();
         let by = std::thread::current().id();
+        let gone = lock::env_gone();
         let work = move || async move {
-            let held = if auto_renew {
-                Held::Auto(core.acquire_auto(&name, &opts).await?)
-            } else {
-                Held::manual(core.acquire(&name, &opts).await?)
+            let acquire = async {
+                let held = if auto_renew {
+                    Held::Auto(core.acquire_auto(&name, &opts).await?)
+                } else {
+                    Held::manual(core.acquire(&name, &opts).await?)
+                };
+                Ok(NativeLock::start(core, held, by))
             };
-            Ok(NativeLock::start(core, held, by))
+            tokio::select! {
+                outcome = acquire => outcome,
+                // Nobody is left to see this outcome (see `env_gone`).
+                () = gone => Err(CoreError::Config("the thread that asked for the lock ended".into())),
+            }
         };
         promise(env, work, move |_, outcome| {
             Ok(match outcome {

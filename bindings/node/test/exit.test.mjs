@@ -94,3 +94,42 @@ test('a worker terminated with calls in flight goes; the main thread keeps locki
   }
   assert.equal(await server.holds('lock:after-terminate'), false);
 });
+
+/** How many wait in the server's queue for `name` (LOCK.STATUS's waiters). */
+async function waiters(name) {
+  const { stdout } = await run('redis-cli', ['-p', String(server.port), 'LOCK.STATUS', name]);
+  return Number(/waiters\n(\d+)/.exec(stdout)?.[1] ?? 0);
+}
+
+async function until(what, check, ms = 5_000) {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+test('a worker terminated while its lock() waits leaves neither the wait nor a late grant', async () => {
+  // 2026-11-29: the wait stayed queued until its own deadline (600 s), and
+  // with a given owner its grant landed after the holder released and was
+  // held for its TTL, nobody left to release it.
+  const name = 'lock:worker-waits';
+  const holder = await new Locker([server.url], { ttl: 60_000 }).lock(name, { autoRenew: false });
+  const pkg = fileURLToPath(new URL('../index.js', import.meta.url));
+  const worker = new Worker(
+    `const { Locker } = require(${JSON.stringify(pkg)});
+     new Locker([${JSON.stringify(server.url)}], { ttl: 60000 })
+       .lock(${JSON.stringify(name)}, { wait: 600000, owner: 'worker-owner' })
+       .catch(() => {});
+     require('node:worker_threads').parentPort.postMessage('asked');
+     setInterval(() => {}, 1000);`,
+    { eval: true },
+  );
+  await once(worker, 'message');
+  await until('the worker waits in the queue', async () => (await waiters(name)) === 1);
+  await worker.terminate();
+  await until('the wait left the queue', async () => (await waiters(name)) === 0, 3_000);
+  await holder.release();
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(await server.holds(name), false, 'no grant for the terminated worker');
+});
