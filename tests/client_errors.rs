@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use redis_lock_client::{Builder, Error, Locker};
+use redis_lock_client::{Builder, Error, LockOptions, Locker};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -550,4 +550,22 @@ async fn noreplicas_is_waited_out_not_a_refusal() {
         .expect("granted once the replica is back");
     let (owner, ..) = status(&mut primary.conn(), "job").expect("held on the primary");
     assert_eq!(owner, lock.owner().as_bytes());
+}
+
+/// A server without the module quotes the arguments of the command it does
+/// not know, the owner among them, and the owner is what lets anyone
+/// release the lock: it must not reach the error (and so the logs), while
+/// the error still says what is wrong (2026-11-29).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_without_the_module_is_named_without_the_owner() {
+    let plain = Server::configured(&[]);
+    let opts = LockOptions::new().owner("secret-owner-0b5e");
+    let err = locker(&[plain.url()])
+        .acquire("job", &opts)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Rejected { .. }), "{text}");
+    assert!(!text.contains("secret-owner"), "{text}");
+    assert!(text.contains("module"), "{text}");
 }

@@ -90,13 +90,31 @@ impl From<redis::RedisError> for Error {
 /// `ResponseError`) and others quoted (`"WRONGTYPE"`); anything else
 /// (I/O, a refused connection) keeps its own text.
 pub(crate) fn describe(e: &redis::RedisError) -> String {
-    match (e.kind(), e.code()) {
+    let text = match (e.kind(), e.code()) {
         (redis::ErrorKind::Server(_) | redis::ErrorKind::Extension, Some(code)) => match e.detail()
         {
             Some(detail) => format!("{code}: {detail}"),
             None => e.to_string(),
         },
         _ => e.to_string(),
+    };
+    without_arguments(text)
+}
+
+/// What the server quotes of the arguments it did not run. A server
+/// without the module answers `unknown command 'LOCK.ACQUIRE', with args
+/// beginning with: 'k' 'owner' ...`: the owner, which is what lets anyone
+/// release the lock, went into every message and log of the failure
+/// (2026-11-29). The quote is cut, and the likely cause said instead.
+const ARGS_QUOTED: &str = ", with args beginning with:";
+
+fn without_arguments(text: String) -> String {
+    match text.find(ARGS_QUOTED) {
+        Some(at) if text[..at].contains("unknown command 'LOCK.") => {
+            format!("{} (is the redis-lock module loaded there?)", &text[..at])
+        }
+        Some(at) => format!("{} (arguments not shown)", &text[..at]),
+        None => text,
     }
 }
 
@@ -104,6 +122,30 @@ pub(crate) fn describe(e: &redis::RedisError) -> String {
 mod tests {
     use super::*;
     use std::error::Error as _;
+
+    #[test]
+    fn quoted_arguments_are_cut() {
+        let quoted = |text: &'static str| {
+            describe(&redis::RedisError::from((
+                redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+                text,
+            )))
+        };
+        let module =
+            quoted("unknown command 'LOCK.ACQUIRE', with args beginning with: 'k' 'secret' ");
+        assert!(!module.contains("secret"), "{module}");
+        assert!(
+            module.contains("unknown command 'LOCK.ACQUIRE'"),
+            "{module}"
+        );
+        assert!(
+            module.ends_with("(is the redis-lock module loaded there?)"),
+            "{module}"
+        );
+        let other = quoted("unknown subcommand 'X', with args beginning with: 'secret' ");
+        assert!(!other.contains("secret"), "{other}");
+        assert!(quoted("plain refusal").contains("plain refusal"));
+    }
 
     #[test]
     fn redis_errors_are_the_source() {
