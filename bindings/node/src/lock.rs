@@ -93,6 +93,9 @@ impl Shared {
 }
 
 async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> std::result::Result<(), CoreError> {
+    if shared.released.load(Ordering::SeqCst) {
+        return Err(CoreError::Expired); // nothing left to extend
+    }
     let outcome = match &shared.held {
         Held::Auto(a) => a.extend(ttl).await,
         Held::Manual(m) => {
@@ -114,7 +117,10 @@ async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> std::result::Resu
             outcome
         }
     };
-    if matches!(outcome, Err(CoreError::Expired)) || shared.released.load(Ordering::SeqCst) {
+    // Gone because its holder released it (also by a release that ran
+    // meanwhile) is no loss: `lost` turned true there while the signal,
+    // rightly, did not abort (2026-11-29).
+    if matches!(outcome, Err(CoreError::Expired)) && !shared.released.load(Ordering::SeqCst) {
         shared.lost.store(true, Ordering::SeqCst);
     }
     shared.changed.send_replace(());

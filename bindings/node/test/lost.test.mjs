@@ -128,3 +128,16 @@ test('using() rejects with LockLostError, its cause the function\'s own error, w
     servers[1].signal('SIGCONT');
   }
 });
+
+test('an extend after its own release is refused, and the lock does not read as lost', async () => {
+  // 2026-11-29: `lost` turned true (a loss) while the signal, rightly, did not abort.
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 10_000 });
+  for (const autoRenew of [true, false]) {
+    const lock = await locker.lock(`lock:extend-released:${autoRenew}`, { autoRenew });
+    const { signal } = lock;
+    await lock.release();
+    await assert.rejects(lock.extend(), LockLostError);
+    assert.equal(lock.lost, false, `autoRenew ${autoRenew}`);
+    assert.equal(signal.aborted, false);
+  }
+});
