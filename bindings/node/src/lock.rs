@@ -53,6 +53,13 @@ pub struct Shared {
     ops: tokio::sync::Mutex<()>,
     lost: AtomicBool,
     released: AtomicBool,
+    /// release() was called (it may not have finished, or may have failed):
+    /// the holder is done with the lock. From then on its end is no loss:
+    /// an extend racing the release, or one after a failed release, found
+    /// the watchdog stopped and marked the lock lost, aborting the signal
+    /// (2026-11-29); a retried release found the key gone because the
+    /// first one's RELEASEs landed late, and said lost.
+    releasing: AtomicBool,
     /// Bumped after every extend and release: the loss watcher looks again.
     changed: watch::Sender<()>,
 }
@@ -77,14 +84,16 @@ impl Shared {
     }
 
     /// Whether the lock is lost: the flag, the watchdog's verdict, or
-    /// (while not released) its validity ran out; each sets the flag for
-    /// good.
+    /// (before its holder let go) its validity ran out; each sets the flag
+    /// for good.
     fn note_lost(&self) -> bool {
         if self.lost.load(Ordering::SeqCst) {
             return true;
         }
         let watchdog_gave_up = matches!(&self.held, Held::Auto(a) if a.is_lost());
-        let ran_out = !self.released.load(Ordering::SeqCst) && self.validity().is_zero();
+        // Not once the holder let go (`releasing`): a release that failed
+        // leaves the validity to run out, which is no loss to it.
+        let ran_out = !self.releasing.load(Ordering::SeqCst) && self.validity().is_zero();
         if watchdog_gave_up || ran_out {
             self.lost.store(true, Ordering::SeqCst);
         }
@@ -93,8 +102,8 @@ impl Shared {
 }
 
 async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> std::result::Result<(), CoreError> {
-    if shared.released.load(Ordering::SeqCst) {
-        return Err(CoreError::Expired); // nothing left to extend
+    if shared.releasing.load(Ordering::SeqCst) {
+        return Err(CoreError::Expired); // let go by its holder: nothing to extend
     }
     let outcome = match &shared.held {
         Held::Auto(a) => a.extend(ttl).await,
@@ -117,10 +126,9 @@ async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> std::result::Resu
             outcome
         }
     };
-    // Gone because its holder released it (also by a release that ran
-    // meanwhile) is no loss: `lost` turned true there while the signal,
-    // rightly, did not abort (2026-11-29).
-    if matches!(outcome, Err(CoreError::Expired)) && !shared.released.load(Ordering::SeqCst) {
+    // Gone because its holder let it go (a release that ran meanwhile)
+    // is no loss (`releasing`).
+    if matches!(outcome, Err(CoreError::Expired)) && !shared.releasing.load(Ordering::SeqCst) {
         shared.lost.store(true, Ordering::SeqCst);
     }
     shared.changed.send_replace(());
@@ -131,6 +139,7 @@ async fn release(shared: Arc<Shared>) -> std::result::Result<(), CoreError> {
     // A validity that ran out is a loss even if the release still finds
     // the lock: note it before the release ends the validity.
     shared.note_lost();
+    let again = shared.releasing.swap(true, Ordering::SeqCst);
     let _one_at_a_time = shared.ops.lock().await;
     if shared.released.load(Ordering::SeqCst) {
         return Ok(());
@@ -142,21 +151,32 @@ async fn release(shared: Arc<Shared>) -> std::result::Result<(), CoreError> {
             shared.core.unlock(&lock).await
         }
     };
-    match &outcome {
-        Ok(()) => shared.released.store(true, Ordering::SeqCst),
+    let outcome = match outcome {
+        Ok(()) => {
+            shared.released.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+        // Gone on a retry: the earlier release's RELEASEs, sent and then
+        // given up on, landed late. The holder let go at its first call;
+        // what became of the lock after that is no loss to it.
+        Err(CoreError::Expired) if again => {
+            shared.released.store(true, Ordering::SeqCst);
+            Ok(())
+        }
         Err(CoreError::Expired) => {
             shared.released.store(true, Ordering::SeqCst);
             shared.lost.store(true, Ordering::SeqCst);
+            Err(CoreError::Expired)
         }
         // Renewed or not, a release that failed (no quorum answered) may
         // have left the lock held on some nodes: a retried release() (or
         // the one `Drop` makes) may finish it. A renewed lock was marked
         // released here and a retry did nothing: with its servers stopped,
         // the first release failed and the second resolved (2026-11-29).
-        // Its watchdog has stopped either way, so unless a retry succeeds
-        // it runs out of validity and reads as lost.
-        Err(_) => {}
-    }
+        // Its watchdog has stopped either way; the servers that kept it
+        // let it expire with its TTL.
+        Err(e) => Err(e),
+    };
     shared.changed.send_replace(());
     outcome
 }
@@ -351,6 +371,7 @@ impl NativeLock {
             ops: tokio::sync::Mutex::new(()),
             lost: AtomicBool::new(false),
             released: AtomicBool::new(false),
+            releasing: AtomicBool::new(false),
             changed: watch::Sender::new(()),
         });
         register(by, &shared);
@@ -439,7 +460,14 @@ impl NativeLock {
         let ttl = self.checked_ttl(ttl)?;
         let shared = self.shared.clone();
         let work = shared.clone();
-        promise(env, move || extend(work, ttl), settled(shared))
+        promise(env, move || extend(work, ttl), move |env, outcome| {
+            if matches!(outcome, Err(CoreError::Expired)) && shared.releasing.load(Ordering::SeqCst) {
+                let mut let_go = errors::failure(&format!("lock {:?}", shared.name), CoreError::Expired);
+                let_go.message = format!("lock {:?} was released: extend() needs a held lock", shared.name);
+                return Ok(Some(let_go));
+            }
+            settled(shared)(env, outcome)
+        })
     }
 
     /// Stop renewing and release on every server: resolves to null (also

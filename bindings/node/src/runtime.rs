@@ -7,7 +7,9 @@ use crate::settle::Settler;
 use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{Env, Error, Result, Status};
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use tokio::sync::Notify;
 use tokio::runtime::Runtime;
 
 static RUNTIME: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
@@ -46,16 +48,71 @@ where
     // per-thread cache and into a lock on this thread's arena. The task
     // spawned from here holds only `work`'s captures.
     //
-    // Counted from the call on: an exit waits (at most 2 s, `exit.rs`) for
-    // calls in flight, and a lock one of them wins after its thread's env
-    // tore down is released at once (`lock::register`); uncounted, a
-    // `process.exit()` with acquisitions in flight left each lock it won
-    // held on the servers for its TTL.
-    rt.spawn(redis_lock_client::counted(async move {
+    // Counted from the call on, as this JavaScript thread's: its env's
+    // teardown waits (at most 2 s, `exit.rs`) for its calls in flight, and
+    // a lock one of them wins after that is released at once
+    // (`lock::register`); uncounted, a `process.exit()` with acquisitions
+    // in flight left each lock it won held on the servers for its TTL.
+    // Counted per thread, not with the process's clean-up: a worker's
+    // teardown waited for every other thread's calls too, 2 s whenever
+    // another had a wait in flight, one worker after another at a
+    // `process.exit()` (2026-11-29).
+    let mine = CALLS.with(|calls| calls.clone()).begin();
+    rt.spawn(async move {
         let out = Box::pin(work()).await;
         settler.settle(out, to_js);
-    }));
+        drop(mine);
+    });
     Ok(promise)
+}
+
+/// A JavaScript thread's calls in flight (promises not yet settled).
+#[derive(Default)]
+pub struct Calls {
+    count: AtomicUsize,
+    none: Notify,
+}
+
+thread_local! {
+    static CALLS: Arc<Calls> = Arc::default();
+}
+
+/// One call in flight, counted until dropped.
+pub struct InFlight(Arc<Calls>);
+
+impl Calls {
+    fn begin(self: Arc<Self>) -> InFlight {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        InFlight(self)
+    }
+
+    /// Resolves once this thread has no call in flight.
+    async fn settled(&self) {
+        loop {
+            let none = self.none.notified();
+            tokio::pin!(none);
+            none.as_mut().enable();
+            if self.count.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            none.await;
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.none.notify_waiters();
+        }
+    }
+}
+
+/// Resolves once the calling JavaScript thread's calls in flight are all
+/// done (their tasks ended).
+pub fn this_threads_calls_done() -> impl Future<Output = ()> + Send + 'static {
+    let calls = CALLS.with(|calls| calls.clone());
+    async move { calls.settled().await }
 }
 
 /// The runtime, if one was made (nothing to clean up otherwise).

@@ -133,3 +133,29 @@ test('a worker terminated while its lock() waits leaves neither the wait nor a l
   await new Promise((r) => setTimeout(r, 300));
   assert.equal(await server.holds(name), false, 'no grant for the terminated worker');
 });
+
+test('a worker ends without waiting for another thread\'s calls in flight', async () => {
+  // 2026-11-29: every worker's teardown waited for the process's calls in
+  // flight, 2 s whenever the main thread had a wait pending, one worker
+  // after another at a process.exit().
+  const name = 'lock:main-waits';
+  const holder = await new Locker([server.url], { ttl: 60_000 }).lock(name, { autoRenew: false });
+  const waiting = new Locker([server.url]).lock(name, { wait: 30_000 }).then((l) => l.release(), () => {});
+  await until('the main thread waits in the queue', async () => (await waiters(name)) === 1);
+  const pkg = fileURLToPath(new URL('../index.js', import.meta.url));
+  const worker = new Worker(
+    `const { Locker } = require(${JSON.stringify(pkg)});
+     new Locker([${JSON.stringify(server.url)}]).lock('lock:worker-own', { autoRenew: false })
+       .then(() => require('node:worker_threads').parentPort.postMessage('holding'));
+     setInterval(() => {}, 1000);`,
+    { eval: true },
+  );
+  await once(worker, 'message');
+  const started = Date.now();
+  await worker.terminate();
+  const took = Date.now() - started;
+  assert.ok(took < 1_500, `terminate() took ${took} ms`);
+  await until('the worker\'s lock released', async () => !(await server.holds('lock:worker-own')));
+  await holder.release();
+  await waiting;
+});

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Locker, LockLostError, NoQuorumError } from '../index.mjs';
-import { Server, killAll } from '../testing/servers.mjs';
+import { Server, killAll, inline } from '../testing/servers.mjs';
 
 let servers;
 before(async () => {
@@ -138,6 +138,38 @@ test('an extend after its own release is refused, and the lock does not read as 
     await lock.release();
     await assert.rejects(lock.extend(), LockLostError);
     assert.equal(lock.lost, false, `autoRenew ${autoRenew}`);
+    assert.equal(signal.aborted, false);
+  }
+});
+
+test('an extend racing the release of a renewed lock is no loss', async () => {
+  // 2026-11-29: the release stops the watchdog first, the extend then found
+  // it stopped and marked the lock lost, aborting the signal (19 in 20).
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 10_000 });
+  for (let i = 0; i < 40; i++) {
+    const lock = await locker.lock(`lock:release-extend:${i}`);
+    const { signal } = lock;
+    await Promise.allSettled(i % 2 ? [lock.extend(), lock.release()] : [lock.release(), lock.extend()]);
+    assert.equal(lock.released, true);
+    assert.equal(lock.lost, false, `round ${i}`);
+    assert.equal(signal.aborted, false, `round ${i}`);
+  }
+});
+
+test('a release retried after one that timed out but landed late resolves', async () => {
+  // 2026-11-29: the retry found the key gone (the first RELEASEs ran once
+  // the servers went on) and said LockLostError, marking the lock lost.
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 10_000, nodeTimeout: 200 });
+  for (const autoRenew of [true, false]) {
+    const name = `lock:late-release:${autoRenew}`;
+    const lock = await locker.lock(name, { autoRenew });
+    const { signal } = lock;
+    await Promise.all(servers.map((s) => inline(s.port, 'CLIENT PAUSE 1000 ALL')));
+    await assert.rejects(lock.release(), NoQuorumError);
+    await until('the paused RELEASEs ran', async () => (await held(name)) === 0);
+    await lock.release();
+    assert.equal(lock.released, true);
+    assert.equal(lock.lost, false);
     assert.equal(signal.aborted, false);
   }
 });
