@@ -28,6 +28,13 @@ pub struct Shared {
     pub(crate) ops: tokio::sync::Mutex<()>,
     pub(crate) lost: AtomicBool,
     pub(crate) released: AtomicBool,
+    /// release() was called (it may still run, or have failed): the holder
+    /// let go, and what becomes of the lock from then on is no loss. An
+    /// extend that had passed its check while a release ran found the key
+    /// gone and marked the lock lost; a retried release that found it gone
+    /// (the first one's RELEASEs landed late) said LockLost (2026-11-29,
+    /// as found in the Node package, which shares the pattern).
+    pub(crate) releasing: AtomicBool,
     pub(crate) watchdog: Mutex<Option<AbortHandle>>,
     pub(crate) pid: u32,
 }
@@ -41,13 +48,14 @@ impl Shared {
         format!("lock {}", shown_name(self.snapshot().name()))
     }
 
-    /// Whether the lock is lost: the flag, or (while not released) its
+    /// Whether the lock is lost: the flag, or (before its holder let go) its
     /// validity ran out, which sets the flag for good.
     pub(crate) fn note_lost(&self) -> bool {
         if self.lost.load(Ordering::SeqCst) {
             return true;
         }
-        let ran_out = !self.released.load(Ordering::SeqCst) && self.snapshot().validity().is_zero();
+        let ran_out =
+            !self.releasing.load(Ordering::SeqCst) && self.snapshot().validity().is_zero();
         if ran_out {
             self.lost.store(true, Ordering::SeqCst);
         }
@@ -63,6 +71,7 @@ impl Shared {
             ops: tokio::sync::Mutex::new(()),
             lost: AtomicBool::new(false),
             released: AtomicBool::new(false),
+            releasing: AtomicBool::new(false),
             watchdog: Mutex::new(None),
             pid: std::process::id(),
         });
@@ -165,6 +174,13 @@ pub async fn extend(
     what: Option<&'static str>,
 ) -> Result<(), Failure> {
     let _one_at_a_time = shared.ops.lock().await;
+    if shared.releasing.load(Ordering::SeqCst) {
+        return Err(Failure {
+            err: Error::Expired,
+            waited: None,
+            lost_because: Some("its holder released it while this extend waited".into()),
+        });
+    }
     let mut lock = shared.snapshot().clone();
     if let Some(ttl) = ttl {
         lock.set_ttl(ttl);
@@ -203,6 +219,7 @@ pub async fn release(shared: Arc<Shared>) -> Result<(), Failure> {
     // release() inside a `with` block hid it, 82fe3cf).
     shared.note_lost();
     shared.stop_watchdog();
+    let again = shared.releasing.swap(true, Ordering::SeqCst);
     let _one_at_a_time = shared.ops.lock().await;
     if shared.released.load(Ordering::SeqCst) {
         return Ok(());
@@ -211,6 +228,11 @@ pub async fn release(shared: Arc<Shared>) -> Result<(), Failure> {
     let was_valid = !lock.validity().is_zero();
     match shared.core.unlock(&lock).await {
         Ok(()) => {
+            shared.released.store(true, Ordering::SeqCst);
+            Ok(())
+        }
+        // Gone on a retry: the earlier release's RELEASEs landed late.
+        Err(Error::Expired) if again => {
             shared.released.store(true, Ordering::SeqCst);
             Ok(())
         }

@@ -195,3 +195,32 @@ def test_an_acquisition_left_from_another_task_releases_its_lock(servers):
         assert (await locker.status("exit-elsewhere")).state == "free"
 
     run(main())
+
+
+def test_a_release_retried_after_one_that_landed_late_succeeds(servers):
+    # 2026-11-29 (found in the Node package, which shares the pattern): the
+    # first release timed out (servers paused) and its RELEASEs ran once
+    # they went on; the retry found the key gone and raised LockLost,
+    # marking a lock its holder had let go as lost.
+    import time
+
+    from conftest import inline
+    from redis_lock_client import NoQuorum
+
+    urls = servers(3)
+    ports = [int(u.rsplit(":", 1)[1].strip("/")) for u in urls]
+    locker = Locker(urls, ttl=10.0, node_timeout=0.2)
+    for auto_renew in (True, False):
+        name = f"lock:late-release:{auto_renew}"
+        lock = locker.lock(name, auto_renew=auto_renew)
+        for port in ports:
+            inline(port, "CLIENT PAUSE 1000 ALL")
+        with pytest.raises(NoQuorum):
+            lock.release()
+        deadline = time.monotonic() + 5
+        while any(inline(p, f"LOCK.STATUS {name}") not in (b"$-1", b"*-1", b"_") for p in ports):
+            assert time.monotonic() < deadline, "the paused RELEASEs never ran"
+            time.sleep(0.02)
+        lock.release()
+        assert lock.released
+        assert not lock.lost
