@@ -265,7 +265,9 @@ pub fn env_gone() -> impl std::future::Future<Output = ()> + Send + 'static {
                 let me = std::thread::current().id();
                 let mine = all.get_or_insert_with(HashMap::new).entry(me).or_default();
                 let left = mine.left;
-                mine.gone.get_or_insert_with(|| watch::channel(left).0).subscribe()
+                mine.gone
+                    .get_or_insert_with(|| watch::channel(left).0)
+                    .subscribe()
             })
             .clone()
     });
@@ -460,14 +462,24 @@ impl NativeLock {
         let ttl = self.checked_ttl(ttl)?;
         let shared = self.shared.clone();
         let work = shared.clone();
-        promise(env, move || extend(work, ttl), move |env, outcome| {
-            if matches!(outcome, Err(CoreError::Expired)) && shared.releasing.load(Ordering::SeqCst) {
-                let mut let_go = errors::failure(&format!("lock {:?}", shared.name), CoreError::Expired);
-                let_go.message = format!("lock {:?} was released: extend() needs a held lock", shared.name);
-                return Ok(Some(let_go));
-            }
-            settled(shared)(env, outcome)
-        })
+        promise(
+            env,
+            move || extend(work, ttl),
+            move |env, outcome| {
+                if matches!(outcome, Err(CoreError::Expired))
+                    && shared.releasing.load(Ordering::SeqCst)
+                {
+                    let mut let_go =
+                        errors::failure(&format!("lock {:?}", shared.name), CoreError::Expired);
+                    let_go.message = format!(
+                        "lock {:?} was released: extend() needs a held lock",
+                        shared.name
+                    );
+                    return Ok(Some(let_go));
+                }
+                settled(shared)(env, outcome)
+            },
+        )
     }
 
     /// Stop renewing and release on every server: resolves to null (also

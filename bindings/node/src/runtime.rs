@@ -9,8 +9,8 @@ use napi::{Env, Error, Result, Status};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use tokio::sync::Notify;
 use tokio::runtime::Runtime;
+use tokio::sync::Notify;
 
 static RUNTIME: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
 
