@@ -2,7 +2,7 @@
 //! unsafe configurations are caught (a checker that never fails proves
 //! nothing). `make chaos` runs the long version.
 
-mod common;
+use crate::common;
 use common::*;
 use std::process::Command;
 

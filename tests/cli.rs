@@ -1,6 +1,6 @@
 //! The `redis-lock` CLI against real servers.
 
-mod common;
+use crate::common;
 use common::*;
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;

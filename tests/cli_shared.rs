@@ -1,7 +1,7 @@
 //! `redis-lock run --shared` and `run --limit N`, and `status` of a shared
 //! key, against real servers.
 
-mod common;
+use crate::common;
 use common::*;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

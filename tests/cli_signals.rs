@@ -3,7 +3,7 @@
 //! (PR_SET_PDEATHSIG), and a terminal's Ctrl-C reaches the command once.
 //! Real servers, the real binary, a real pseudo-terminal.
 
-mod common;
+use crate::common;
 use common::*;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! busy (not down), blocking calls reuse connections, per-lock options.
 //! Real servers; the CLI ones drive the real binary.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{Builder, Error, LockOptions, Locker};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! A 3-primary Redis Cluster: `redis-cli -c` routes LOCK.* to the node that
 //! owns the key's slot.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_testkit::redis_cli as cli;
 use std::time::Duration;

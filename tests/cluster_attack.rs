@@ -3,7 +3,7 @@
 //! back, a seed that is a replica, a failover under a held lock and a
 //! queued wait, one of the cluster's primaries listed again as a server.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{Builder, Error, Locker};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! resharding (MOVED), a slot being migrated (ASK) and waiters told
 //! TRYAGAIN; one cluster is one vote.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{Builder, Error, LockOptions, Locker};
 use std::sync::{Arc, Mutex};

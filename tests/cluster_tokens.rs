@@ -4,7 +4,7 @@
 //! later granted up to a minute above an older one, and a slot moved from
 //! it to the older node went back.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_testkit::redis_cli as cli;
 use std::time::Duration;

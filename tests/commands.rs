@@ -1,6 +1,6 @@
 //! The command contract against a real redis-server with the module.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

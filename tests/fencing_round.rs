@@ -5,7 +5,7 @@
 //! the round is skipped, also right after the nodes' start; where a node's
 //! counter was raised further it runs.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::Builder;
 use redis_lock_testkit::shim::ClockOffset;

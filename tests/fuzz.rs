@@ -1,7 +1,7 @@
 //! Thousands of random argv to every LOCK.* command on a real server: every
 //! command gets exactly one reply and the server keeps answering.
 
-mod common;
+use crate::common;
 use common::*;
 use rand::{rngs::StdRng, RngExt, SeedableRng};
 use std::io::{BufRead, BufReader, Read, Write};

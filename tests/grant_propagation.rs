@@ -3,7 +3,7 @@
 //! partial resync or the AOF needs still gets there, and that a server
 //! with nobody to reach still counts its grants for the `save` points.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

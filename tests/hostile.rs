@@ -2,7 +2,7 @@
 //! would break the lock invariants, bad `loadmodule` arguments, and the
 //! shipped defaults.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

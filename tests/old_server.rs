@@ -2,7 +2,7 @@
 //! naming what is missing, instead of crashing. `make test` fetches Redis
 //! 6.2.14 (pinned) and passes it as OLD_REDIS_SERVER.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

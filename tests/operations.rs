@@ -2,7 +2,7 @@
 //! and AOF reloads with other limits, slow loads and the restart guard,
 //! restarts after LOCK.FENCE, DEBUG DIGEST.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Restart from RDB and from AOF, replication to a replica, token monotonicity.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The README's production section, run: the shipped config include and
 //! systemd drop-ins, the ACL user for lock clients, and scraping INFO lock.
 
-mod common;
+use crate::common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;

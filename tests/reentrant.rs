@@ -4,7 +4,7 @@
 //! handle's ACQUIRE never landed drops the other handle's hold (attack run
 //! 1033558: two holders both ways below, 5/5 and 6/6).
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{Builder, Lock, LockOptions, Locker};
 use std::time::Duration;

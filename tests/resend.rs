@@ -7,7 +7,7 @@
 //! lost by stopping the server with the request queued, then queueing a
 //! `CLIENT KILL` behind it on another connection.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{Builder, LockOptions, Locker};
 use std::io::{Read, Write};

@@ -1,6 +1,6 @@
 //! Restart/failover guard and clock-jump immunity on real servers.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

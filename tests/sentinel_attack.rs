@@ -2,7 +2,7 @@
 //! misbehave: a sentinel that names a hung server, a stopped sentinel,
 //! Lockers made and dropped (2026-11-28).
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{Builder, Locker};
 use redis_lock_testkit::sentinel_group::{SentinelGroup, SERVICE};

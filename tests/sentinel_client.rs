@@ -2,7 +2,7 @@
 //! against real servers: a primary and a replica with the module, and
 //! three sentinels (`testkit/src/sentinel_group.rs`).
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{Builder, Error, Locker};
 use redis_lock_testkit::sentinel_group::{SentinelGroup, SERVICE};

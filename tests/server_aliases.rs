@@ -2,7 +2,7 @@
 //! socket next to the TCP port, a proxy in front): `LOCK.SERVERID` on each
 //! new connection keeps the second from voting.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{Builder, Error, LockOptions, Locker};
 use redis_lock_testkit::proxy::DelayProxy;

@@ -5,7 +5,7 @@
 //! so a long-lived client keeps readings from before a step while a new
 //! one reads the stepped clocks.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{Builder, LockOptions, Locker};
 use shim::ClockOffset;

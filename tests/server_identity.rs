@@ -3,7 +3,7 @@
 //! what it must find (`EXPECT_SERVER`), so a run on the wrong binary fails
 //! instead of passing silently.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -3,7 +3,7 @@
 //! grants counted against `quorum::shared_quorum`, and `status` listing a
 //! shared key's holders.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{quorum_state, Builder, Error, LockOptions, Locker, QuorumState};
 use std::sync::atomic::{AtomicUsize, Ordering};

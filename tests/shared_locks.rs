@@ -1,7 +1,7 @@
 //! Read-write locks and semaphores on the lock type (issue 28):
 //! `LOCK.ACQUIRE key owner ttl-ms SHARED [LIMIT n] ...` on real servers.
 
-mod common;
+use crate::common;
 use common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;

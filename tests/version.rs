@@ -3,7 +3,7 @@
 //! pyproject takes it from its Cargo.toml) and CHANGELOG.md. The built
 //! wheel's own metadata is checked by `make dist-check`.
 
-mod common;
+use crate::common;
 use common::*;
 use std::path::Path;
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! once, a REENTRANT or `retry_count` wait that polls). Behaviour, not
 //! timing: the wait is 60 s and the call must end long before it.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_client::{Builder, Error, LockOptions};
 use redis_lock_testkit::resp_proxy::RespProxy;

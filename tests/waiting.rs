@@ -1,7 +1,7 @@
 //! LOCK.ACQUIRE ... WAIT: hand-off inside the server, in order of (TICKET,
 //! arrival); LOCK.RELEASE withdrawing the owner's queued WAITs.
 
-mod common;
+use crate::common;
 use common::*;
 use redis_lock_testkit::shim::ClockOffset;
 use std::io::{BufRead, BufReader, Write};
