@@ -4,12 +4,13 @@
 // RangeError naming the argument), makes the error classes, and turns the
 // native outcomes into them. Every wait runs on the core's tokio runtime:
 // the event loop is never blocked.
+const { isMainThread } = require('node:worker_threads');
 const { NativeLocker, NativeLock, atExit } = require('./native.js');
 
 // A process that exits holding locks releases them first (those whose
 // owner is its own), waiting at most 2 s: process.exit() skips the native
 // env's cleanup hook, which does the same at the end of a worker thread.
-process.once('exit', atExit);
+process.once('exit', () => atExit(isMainThread));
 
 /** The largest TTL or wait the servers accept (lock.max-ttl-ms's range). */
 const MAX_MS = 2 ** 40;

@@ -19,14 +19,15 @@ use napi_derive::napi;
 /// wait for the clean-up under way (see `exit::wait_for_clean_up`).
 #[napi(module_exports)]
 pub fn init(_exports: Object<'_>, env: Env) -> Result<()> {
-    env.add_env_cleanup_hook((), |()| exit::wait_for_clean_up())?;
+    env.add_env_cleanup_hook((), |()| exit::wait_for_clean_up(false))?;
     Ok(())
 }
 
 /// index.js calls this from `process.on('exit')`: `process.exit()` ends
 /// the main thread without the env's cleanup hooks, and exit handlers may
-/// block. The same work as at teardown (the second finds none left).
+/// block. The same work as at teardown (the second finds none left);
+/// `main_thread`: the process ends (a worker's `exit` event is its own).
 #[napi]
-pub fn at_exit() {
-    exit::wait_for_clean_up();
+pub fn at_exit(main_thread: bool) {
+    exit::wait_for_clean_up(main_thread);
 }

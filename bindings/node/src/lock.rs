@@ -135,11 +135,20 @@ async fn extend(shared: Arc<Shared>, ttl: Option<Duration>) -> std::result::Resu
     outcome
 }
 
-async fn release(shared: Arc<Shared>) -> std::result::Result<(), CoreError> {
+/// Mark the lock let go, where the call is made (so an extend called after
+/// it, from the same thread, is refused: marked on the runtime, one called
+/// right after a release() sometimes went first and succeeded,
+/// 2026-11-29); the release itself is `release`. Whether an earlier
+/// release was asked for.
+fn let_go(shared: &Shared) -> bool {
     // A validity that ran out is a loss even if the release still finds
     // the lock: note it before the release ends the validity.
     shared.note_lost();
-    let again = shared.releasing.swap(true, Ordering::SeqCst);
+    shared.releasing.swap(true, Ordering::SeqCst)
+}
+
+/// `again`: an earlier release was asked for (it may have failed).
+async fn release(shared: Arc<Shared>, again: bool) -> std::result::Result<(), CoreError> {
     let _one_at_a_time = shared.ops.lock().await;
     if shared.released.load(Ordering::SeqCst) {
         return Ok(());
@@ -205,9 +214,18 @@ async fn loss(shared: Weak<Shared>) -> bool {
             if s.released.load(Ordering::SeqCst) {
                 return false;
             }
-            s.validity()
+            // Let go: its validity running out is no loss any more, so
+            // only a release's outcome (`changed`) can still matter. Timed
+            // on the validity, a failed release left this loop waking
+            // every millisecond once it ran out (2026-11-29).
+            (!s.releasing.load(Ordering::SeqCst)).then(|| s.validity())
         };
-        let ran_out = tokio::time::sleep(validity + Duration::from_millis(1));
+        let ran_out = async {
+            match validity {
+                Some(v) => tokio::time::sleep(v + Duration::from_millis(1)).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = changed.changed() => {}
             gave_up = async { watchdog.as_mut().expect("guarded").await }, if watchdog.is_some() => {
@@ -293,7 +311,10 @@ fn register(by: ThreadId, shared: &Arc<Shared>) {
     if mine.left {
         drop(all);
         if let (true, Ok(rt)) = (shared.owner_private, tokio::runtime::Handle::try_current()) {
-            rt.spawn(redis_lock_client::counted(release(shared.clone())));
+            rt.spawn(redis_lock_client::counted(release(
+                shared.clone(),
+                let_go(shared),
+            )));
         }
         return;
     }
@@ -308,13 +329,13 @@ fn register(by: ThreadId, shared: &Arc<Shared>) {
 }
 
 /// At the teardown of this thread's env: release, in the background and
-/// counted (`exit::wait_for_clean_up` waits for it), every lock it took
+/// counted (`exit::wait_for_clean_up` waits for the tasks returned), every lock it took
 /// that is still held and whose owner is its own. No JavaScript of this env
 /// runs any more, so nothing works under them; left alone they would stay
 /// held for their TTL. Locks taken with `owner` or `reentrant` share their
 /// owner with other handles or later calls: they expire with their TTL.
 /// A call still in flight releases the lock it wins (`register`).
-pub fn release_left_behind(rt: &tokio::runtime::Runtime) {
+pub fn release_left_behind(rt: &tokio::runtime::Runtime) -> Vec<tokio::task::JoinHandle<()>> {
     let mine = {
         let mut all = taken();
         let entry = all
@@ -327,11 +348,17 @@ pub fn release_left_behind(rt: &tokio::runtime::Runtime) {
         }
         std::mem::take(&mut entry.locks)
     };
+    let mut releases = Vec::new();
     for shared in mine.iter().filter_map(Weak::upgrade) {
         if !shared.released.load(Ordering::SeqCst) && shared.owner_private {
-            rt.spawn(redis_lock_client::counted(release(shared)));
+            let again = let_go(&shared);
+            let release = redis_lock_client::counted(release(shared, again));
+            releases.push(rt.spawn(async move {
+                let _ = release.await;
+            }));
         }
     }
+    releases
 }
 
 /// A lock held on a majority of the servers (index.js wraps it as `Lock`).
@@ -469,13 +496,13 @@ impl NativeLock {
                 if matches!(outcome, Err(CoreError::Expired))
                     && shared.releasing.load(Ordering::SeqCst)
                 {
-                    let mut let_go =
+                    let mut refused =
                         errors::failure(&format!("lock {:?}", shared.name), CoreError::Expired);
-                    let_go.message = format!(
+                    refused.message = format!(
                         "lock {:?} was released: extend() needs a held lock",
                         shared.name
                     );
-                    return Ok(Some(let_go));
+                    return Ok(Some(refused));
                 }
                 settled(shared)(env, outcome)
             },
@@ -488,7 +515,8 @@ impl NativeLock {
     pub fn release<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let shared = self.shared.clone();
         let work = shared.clone();
-        promise(env, move || release(work), settled(shared))
+        let again = let_go(&work);
+        promise(env, move || release(work, again), settled(shared))
     }
 
     /// Call `callback` once, when the lock is lost (never if it is
@@ -522,7 +550,10 @@ impl Drop for NativeLock {
             return;
         }
         if let Ok(rt) = runtime::runtime() {
-            rt.spawn(redis_lock_client::counted(release(shared.clone())));
+            rt.spawn(redis_lock_client::counted(release(
+                shared.clone(),
+                let_go(shared),
+            )));
         }
     }
 }

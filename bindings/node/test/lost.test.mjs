@@ -4,6 +4,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import v8 from 'node:v8';
 import vm from 'node:vm';
+import { Worker } from 'node:worker_threads';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import { Locker, LockLostError, NoQuorumError } from '../index.mjs';
 import { Server, killAll, inline } from '../testing/servers.mjs';
 
@@ -172,4 +175,67 @@ test('a release retried after one that timed out but landed late resolves', asyn
     assert.equal(lock.lost, false);
     assert.equal(signal.aborted, false);
   }
+});
+
+test('an extend() called right after release() is refused', async () => {
+  // 2026-11-29: the release was marked on the runtime, and an extend called
+  // right after it from JavaScript sometimes ran first and succeeded.
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 10_000 });
+  for (let i = 0; i < 100; i++) {
+    const lock = await locker.lock(`lock:extend-after:${i}`, { autoRenew: false });
+    const released = lock.release();
+    await assert.rejects(lock.extend(), LockLostError, `round ${i}`);
+    await released;
+  }
+});
+
+test('after a release that failed, an idle process stays idle', async () => {
+  // 2026-11-29: once the validity of a lock whose release failed ran out,
+  // its loss watcher woke every millisecond (500 such locks: 760 ms of CPU
+  // in 5 s of idling).
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 300, nodeTimeout: 100 });
+  const locks = [];
+  for (let i = 0; i < 300; i++) locks.push(await locker.lock(`lock:idle:${i}`, { autoRenew: false }));
+  for (const lock of locks) assert.equal(lock.signal.aborted, false);
+  servers.forEach((s) => s.signal('SIGSTOP'));
+  try {
+    const outcomes = await Promise.allSettled(locks.map((l) => l.release()));
+    assert.ok(outcomes.every((o) => o.status === 'rejected' && o.reason instanceof NoQuorumError));
+  } finally {
+    servers.forEach((s) => s.signal('SIGCONT'));
+  }
+  await new Promise((r) => setTimeout(r, 500)); // every validity ran out
+  const before = process.cpuUsage();
+  await new Promise((r) => setTimeout(r, 1_000));
+  const used = process.cpuUsage(before);
+  const ms = (used.user + used.system) / 1000;
+  assert.ok(ms < 100, `${ms} ms of CPU in 1 s of idling`);
+  assert.ok(locks.every((l) => !l.lost));
+});
+
+test('a worker ends at once while another thread\'s clean-up waits on a stalled server', async () => {
+  // 2026-11-29: every thread's end waited for the process's whole
+  // background clean-up: 2 s whenever a wait's withdrawal waited on a
+  // stalled server, even for a worker that had never locked.
+  const locker = new Locker(servers.map((s) => s.url), { ttl: 10_000 });
+  const holder = await locker.lock('lock:stalled-clean-up', { autoRenew: false });
+  const pkg = fileURLToPath(new URL('../index.js', import.meta.url));
+  servers[2].signal('SIGSTOP');
+  try {
+    await assert.rejects(locker.lock('lock:stalled-clean-up', { wait: 300 }));
+    const worker = new Worker(
+      `require(${JSON.stringify(pkg)});
+       require('node:worker_threads').parentPort.postMessage('up');
+       setInterval(() => {}, 1000);`,
+      { eval: true },
+    );
+    await once(worker, 'message');
+    const started = Date.now();
+    await worker.terminate();
+    const took = Date.now() - started;
+    assert.ok(took < 1_500, `terminate() took ${took} ms`);
+  } finally {
+    servers[2].signal('SIGCONT');
+  }
+  await holder.release();
 });
