@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { once } from 'node:events';
 import { Locker } from '../index.mjs';
-import { Server, killAll, inline } from '../testing/servers.mjs';
+import { Server, killAll, inline, until, timeTerminate } from '../testing/servers.mjs';
 import { delayProxy } from '../testing/delay-proxy.mjs';
 
 const run = promisify(execFile);
@@ -101,13 +101,6 @@ async function waiters(name) {
   return Number(/waiters\n(\d+)/.exec(stdout)?.[1] ?? 0);
 }
 
-async function until(what, check, ms = 5_000) {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 test('a worker terminated while its lock() waits leaves neither the wait nor a late grant', async () => {
   // 2026-11-29: the wait stayed queued until its own deadline (600 s), and
@@ -150,10 +143,7 @@ test('a worker ends without waiting for another thread\'s calls in flight', asyn
      setInterval(() => {}, 1000);`,
     { eval: true },
   );
-  await once(worker, 'message');
-  const started = Date.now();
-  await worker.terminate();
-  const took = Date.now() - started;
+  const took = await timeTerminate(worker);
   assert.ok(took < 1_500, `terminate() took ${took} ms`);
   await until('the worker\'s lock released', async () => !(await server.holds('lock:worker-own')));
   await holder.release();

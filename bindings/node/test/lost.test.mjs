@@ -5,10 +5,9 @@ import assert from 'node:assert/strict';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Worker } from 'node:worker_threads';
-import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { Locker, LockLostError, NoQuorumError } from '../index.mjs';
-import { Server, killAll, inline } from '../testing/servers.mjs';
+import { Server, killAll, inline, until, timeTerminate } from '../testing/servers.mjs';
 
 let servers;
 before(async () => {
@@ -48,13 +47,6 @@ test('stopping a majority aborts the signal and the function sees lost', async (
 });
 
 const held = async (name) => (await Promise.all(servers.map((s) => s.holds(name)))).filter(Boolean).length;
-const until = async (what, check, ms = 5_000) => {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-};
 // A collection on demand, without starting node with --expose-gc.
 v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc');
@@ -229,10 +221,7 @@ test('a worker ends at once while another thread\'s clean-up waits on a stalled 
        setInterval(() => {}, 1000);`,
       { eval: true },
     );
-    await once(worker, 'message');
-    const started = Date.now();
-    await worker.terminate();
-    const took = Date.now() - started;
+    const took = await timeTerminate(worker);
     assert.ok(took < 1_500, `terminate() took ${took} ms`);
   } finally {
     servers[2].signal('SIGCONT');

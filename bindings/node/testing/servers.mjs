@@ -111,3 +111,25 @@ export class Server {
 export function killAll() {
   for (const proc of live) proc.kill('SIGKILL');
 }
+
+/** Resolves once `check()` resolves true, polling every 20 ms; rejects
+ * naming `what` after `ms`. */
+export async function until(what, check, ms = 5_000) {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** How long `worker.terminate()` takes, in ms, once the worker has sent
+ * its first message (it is up and has done what it was started for). */
+export async function timeTerminate(worker) {
+  await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  const started = Date.now();
+  await worker.terminate();
+  return Date.now() - started;
+}
