@@ -45,7 +45,6 @@ impl Member {
         }
     }
 
-    /// A request given up on may still be on its way.
     /// Dedicated connections being opened now (`Node::opening`).
     pub(crate) fn opening(&self) -> usize {
         match self {
@@ -54,6 +53,7 @@ impl Member {
         }
     }
 
+    /// A request given up on may still be on its way.
     pub(crate) fn in_doubt(&self) -> bool {
         match self {
             Member::Server(n) => n.in_doubt(),

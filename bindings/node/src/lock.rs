@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::ThreadId;
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// What holds the lock.
 pub enum Held {
@@ -145,6 +146,17 @@ fn let_go(shared: &Shared) -> bool {
     // the lock: note it before the release ends the validity.
     shared.note_lost();
     shared.releasing.swap(true, Ordering::SeqCst)
+}
+
+/// Let go and release in the background, counted (a process's exit waits
+/// for it): a lock won after its thread's env tore down, one left behind
+/// at the teardown, one whose JavaScript object was collected.
+fn release_in_background(rt: &tokio::runtime::Handle, shared: Arc<Shared>) -> JoinHandle<()> {
+    let again = let_go(&shared);
+    let release = redis_lock_client::counted(release(shared, again));
+    rt.spawn(async move {
+        let _ = release.await;
+    })
 }
 
 /// `again`: an earlier release was asked for (it may have failed).
@@ -311,10 +323,7 @@ fn register(by: ThreadId, shared: &Arc<Shared>) {
     if mine.left {
         drop(all);
         if let (true, Ok(rt)) = (shared.owner_private, tokio::runtime::Handle::try_current()) {
-            rt.spawn(redis_lock_client::counted(release(
-                shared.clone(),
-                let_go(shared),
-            )));
+            release_in_background(&rt, shared.clone());
         }
         return;
     }
@@ -335,7 +344,7 @@ fn register(by: ThreadId, shared: &Arc<Shared>) {
 /// held for their TTL. Locks taken with `owner` or `reentrant` share their
 /// owner with other handles or later calls: they expire with their TTL.
 /// A call still in flight releases the lock it wins (`register`).
-pub fn release_left_behind(rt: &tokio::runtime::Runtime) -> Vec<tokio::task::JoinHandle<()>> {
+pub fn release_left_behind(rt: &tokio::runtime::Runtime) -> Vec<JoinHandle<()>> {
     let mine = {
         let mut all = taken();
         let entry = all
@@ -348,17 +357,11 @@ pub fn release_left_behind(rt: &tokio::runtime::Runtime) -> Vec<tokio::task::Joi
         }
         std::mem::take(&mut entry.locks)
     };
-    let mut releases = Vec::new();
-    for shared in mine.iter().filter_map(Weak::upgrade) {
-        if !shared.released.load(Ordering::SeqCst) && shared.owner_private {
-            let again = let_go(&shared);
-            let release = redis_lock_client::counted(release(shared, again));
-            releases.push(rt.spawn(async move {
-                let _ = release.await;
-            }));
-        }
-    }
-    releases
+    mine.iter()
+        .filter_map(Weak::upgrade)
+        .filter(|shared| !shared.released.load(Ordering::SeqCst) && shared.owner_private)
+        .map(|shared| release_in_background(rt.handle(), shared))
+        .collect()
 }
 
 /// A lock held on a majority of the servers (index.js wraps it as `Lock`).
@@ -550,10 +553,7 @@ impl Drop for NativeLock {
             return;
         }
         if let Ok(rt) = runtime::runtime() {
-            rt.spawn(redis_lock_client::counted(release(
-                shared.clone(),
-                let_go(shared),
-            )));
+            release_in_background(rt.handle(), shared.clone());
         }
     }
 }

@@ -68,7 +68,7 @@ where
 
 /// A JavaScript thread's calls in flight (promises not yet settled).
 #[derive(Default)]
-pub struct Calls {
+struct Calls {
     count: AtomicUsize,
     none: Notify,
 }
@@ -78,7 +78,7 @@ thread_local! {
 }
 
 /// One call in flight, counted until dropped.
-pub struct InFlight(Arc<Calls>);
+struct InFlight(Arc<Calls>);
 
 impl Calls {
     fn begin(self: Arc<Self>) -> InFlight {
